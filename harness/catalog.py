@@ -1,0 +1,230 @@
+"""The prompt catalog: open prompts and qualification rounds, read into ``Item`` records.
+
+- An open prompt is a folder ``prompts/open/NN-slug/`` with ``item.toml`` (metadata) and ``prompt.md``
+  (the exact text the agent gets).
+- A qualification round is ``prompts/rounds/<name>.toml``: tasks with templated prompts, run
+  ``repetitions`` times, whose variables are drawn per run from a recorded seed.
+
+Both become ``Item`` records. Placeholders in prompt text are ``{{name}}`` (double braces, so code in a
+prompt keeps its single braces). Variable generators: ``{hex:N}`` N random hex digits, ``{int:A-B}`` an
+integer in [A, B], ``{choice:a|b|c}`` one of the options; anything else is literal. See docs/prompts.md.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness.errors import CatalogError, UsageError
+from harness.tomlfile import read_toml, validate
+
+__all__ = ["Item", "Catalog", "load_catalog", "render", "draw_values", "BUNDLED_PROMPTS_DIR"]
+
+CATALOG_SCHEMA_VERSION = 1
+BUNDLED_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_GENERATOR = re.compile(r"\{(hex|int|choice):([^{}]+)\}")
+_OPEN_DIR = re.compile(r"^(\d{2,3})-[a-z0-9][a-z0-9-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Item(_Strict):
+    """One thing a cell runs: an open prompt or a round task. Stored in sweep.json with the plan."""
+
+    id: str = Field(description="Stable id: '07-photo-renamer' for open prompts, 'qualification.website' for tasks.")
+    number: str = Field(default="", description="The NN of an open prompt ('07'), so --items 07 selects it.")
+    kind: Literal["open", "round"]
+    title: str
+    prompt: str = Field(description="Prompt text, with {{name}} placeholders for the round's variables.")
+    timeout_s: int = Field(gt=0, le=24 * 3600, description="Wall-clock limit of one attempt on the host.")
+    checks: list[str] = Field(default_factory=list, description="Acceptance checks that apply (grading).")
+    deliverable: Literal["workspace", "answer"] = Field(
+        default="workspace", description="workspace: files are the product; answer: a written answer is."
+    )
+    vars: dict[str, str] = Field(default_factory=dict, description="Template variables: name -> generator spec.")
+    round: str = Field(default="", description="The round a task belongs to.")
+    repetitions: int = Field(default=1, ge=1, description="Runs per sweep (rounds); multiplied by --repeat.")
+    source: str = Field(default="", description="File the item was read from.")
+
+
+class _OpenMeta(_Strict):
+    schema_version: Literal[1] = CATALOG_SCHEMA_VERSION
+    title: str
+    timeout_s: int = Field(default=900, gt=0, le=24 * 3600)
+    checks: list[str] = Field(default_factory=list)
+    deliverable: Literal["workspace", "answer"] = "workspace"
+    vars: dict[str, str] = Field(default_factory=dict)
+
+
+class _Task(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    title: str
+    prompt: str
+    timeout_s: int = Field(default=900, gt=0, le=24 * 3600)
+    checks: list[str] = Field(default_factory=list)
+    deliverable: Literal["workspace", "answer"] = "workspace"
+    vars: dict[str, str] = Field(default_factory=dict)
+
+
+class _Round(_Strict):
+    schema_version: Literal[1] = CATALOG_SCHEMA_VERSION
+    title: str = ""
+    repetitions: int = Field(default=1, ge=1, le=1000)
+    tasks: list[_Task] = Field(min_length=1)
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique(cls, v: list[_Task]) -> list[_Task]:
+        ids = [t.id for t in v]
+        dup = {i for i in ids if ids.count(i) > 1}
+        if dup:
+            raise ValueError(f"duplicate task id {', '.join(sorted(dup))}")
+        return v
+
+
+def _check_placeholders(prompt: str, vars: dict[str, str], file: str, key: str) -> None:
+    missing = sorted({m for m in _PLACEHOLDER.findall(prompt) if m not in vars})
+    if missing:
+        raise CatalogError(file, key, f"placeholder {{{{{missing[0]}}}}} has no entry in vars")
+    for name, spec in vars.items():
+        for kind, arg in _GENERATOR.findall(spec):
+            try:
+                _generate(kind, arg, random.Random(0))
+            except ValueError as exc:
+                raise CatalogError(file, f"vars.{name}", str(exc)) from None
+
+
+def load_open_item(folder: Path) -> Item:
+    """Read one ``prompts/open/NN-slug/`` folder."""
+    m = _OPEN_DIR.match(folder.name)
+    if not m:
+        raise CatalogError(str(folder), "", "open prompt folders are named NN-slug (e.g. 07-photo-renamer)")
+    meta_file = folder / "item.toml"
+    meta = validate(_OpenMeta, read_toml(meta_file, CatalogError), str(meta_file), CatalogError)
+    prompt_file = folder / "prompt.md"
+    try:
+        prompt = prompt_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(str(prompt_file), "", "file not found") from None
+    if not prompt.strip():
+        raise CatalogError(str(prompt_file), "", "prompt is empty")
+    _check_placeholders(prompt, meta.vars, str(prompt_file), "")
+    return Item(
+        id=folder.name,
+        number=m.group(1),
+        kind="open",
+        title=meta.title,
+        prompt=prompt,
+        timeout_s=meta.timeout_s,
+        checks=meta.checks,
+        deliverable=meta.deliverable,
+        vars=meta.vars,
+        source=str(folder),
+    )
+
+
+def load_round(file: Path) -> list[Item]:
+    """Read one ``prompts/rounds/<name>.toml`` into its task items."""
+    name = file.stem
+    data = validate(_Round, read_toml(file, CatalogError), str(file), CatalogError)
+    items = []
+    for i, task in enumerate(data.tasks):
+        _check_placeholders(task.prompt, task.vars, str(file), f"tasks[{i}].prompt")
+        items.append(
+            Item(
+                id=f"{name}.{task.id}",
+                kind="round",
+                title=task.title,
+                prompt=task.prompt,
+                timeout_s=task.timeout_s,
+                checks=task.checks,
+                deliverable=task.deliverable,
+                vars=task.vars,
+                round=name,
+                repetitions=data.repetitions,
+                source=str(file),
+            )
+        )
+    return items
+
+
+class Catalog(BaseModel):
+    """Every open prompt and round found under one prompts directory."""
+
+    root: str
+    open_items: list[Item]
+    rounds: dict[str, list[Item]]
+
+    def select(self, items: list[str] | None, round_name: str | None) -> list[Item]:
+        """Open prompts by NN or id (all of them when neither items nor a round is given), plus a round's tasks."""
+        chosen: list[Item] = []
+        if items:
+            for want in items:
+                found = [i for i in self.open_items if want in (i.number, i.id)]
+                found += [i for r in self.rounds.values() for i in r if i.id == want]
+                if not found:
+                    known = ", ".join(i.number or i.id for i in self.open_items)
+                    raise UsageError(f"{self.root}: unknown item {want!r} (open prompts: {known})")
+                chosen.extend(f for f in found if f not in chosen)
+        elif not round_name:
+            chosen = list(self.open_items)
+        if round_name:
+            if round_name not in self.rounds:
+                known = ", ".join(self.rounds) or "none"
+                raise UsageError(f"{self.root}: unknown round {round_name!r} (rounds: {known})")
+            chosen.extend(i for i in self.rounds[round_name] if i not in chosen)
+        return chosen
+
+
+def load_catalog(root: str | Path | None = None) -> Catalog:
+    """Read every item under ``root`` (default: the bundled ``prompts/``)."""
+    base = Path(root) if root else BUNDLED_PROMPTS_DIR
+    if not base.is_dir():
+        raise CatalogError(str(base), "", "prompts directory not found")
+    open_dir = base / "open"
+    open_items = [load_open_item(d) for d in sorted(open_dir.iterdir()) if d.is_dir()] if open_dir.is_dir() else []
+    numbers = [i.number for i in open_items]
+    dup = sorted({n for n in numbers if numbers.count(n) > 1})
+    if dup:
+        raise CatalogError(str(open_dir), "", f"two open prompts share the number {dup[0]}")
+    rounds_dir = base / "rounds"
+    rounds = {f.stem: load_round(f) for f in sorted(rounds_dir.glob("*.toml"))} if rounds_dir.is_dir() else {}
+    return Catalog(root=str(base), open_items=open_items, rounds=rounds)
+
+
+def _generate(kind: str, arg: str, rng: random.Random) -> str:
+    if kind == "hex":
+        n = int(arg) if arg.isdigit() else 0
+        if not 1 <= n <= 64:
+            raise ValueError(f"{{hex:{arg}}}: the length must be 1..64")
+        return "".join(rng.choice("0123456789abcdef") for _ in range(n))
+    if kind == "int":
+        lo, sep, hi = arg.partition("-")
+        if not (sep and lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi):
+            raise ValueError(f"{{int:{arg}}}: expected A-B with A <= B")
+        return str(rng.randint(int(lo), int(hi)))
+    options = arg.split("|")
+    if not all(options):
+        raise ValueError(f"{{choice:{arg}}}: empty option")
+    return rng.choice(options)
+
+
+def draw_values(vars: dict[str, str], seed: int) -> dict[str, str]:
+    """Draw every variable from ``seed``. The same seed gives the same values, so a run can be reproduced."""
+    rng = random.Random(seed)
+    return {
+        name: _GENERATOR.sub(lambda m: _generate(m.group(1), m.group(2), rng), spec) for name, spec in sorted(vars.items())
+    }
+
+
+def render(prompt: str, values: dict[str, str]) -> str:
+    """Fill ``{{name}}`` placeholders; the text is otherwise untouched, byte for byte."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)

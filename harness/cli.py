@@ -1,0 +1,366 @@
+"""The ``fleet`` command. Every FleetError is printed as one line with its exit code; never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from harness.errors import FleetError, UsageError
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    parts = [v.strip() for v in value.split(",") if v.strip()]
+    return parts or None
+
+
+def _runs_dir(runs: str | None) -> Path:
+    return Path(runs or os.environ.get("FLEET_RUNS", "runs"))
+
+
+def _settings(runs: Path, broker: str | None):  # type: ignore[no-untyped-def]
+    from workers.app import Settings
+
+    return Settings.resolve(runs, broker)
+
+
+def _retry(max_attempts: int):  # type: ignore[no-untyped-def]
+    from harness.dispatch import RetryPolicy
+
+    backoff = os.environ.get("FLEET_RETRY_BACKOFF")
+    if backoff:
+        try:
+            delays = tuple(float(x) for x in backoff.split(","))
+        except ValueError:
+            raise UsageError(f"FLEET_RETRY_BACKOFF={backoff!r}: expected seconds separated by commas") from None
+        return RetryPolicy(max_attempts=max_attempts, backoff_s=delays)
+    return RetryPolicy(max_attempts=max_attempts)
+
+
+common_runs = click.option("--runs", "runs", default=None, help="Results directory (default: $FLEET_RUNS or ./runs).")
+common_broker = click.option(
+    "--broker", default=None, help="Broker URL, e.g. redis://host:6379/0 (default: $FLEET_BROKER_URL, else embedded)."
+)
+common_inventory = click.option(
+    "--inventory", "-i", default=None, help="Inventory TOML (default: the embedded inventory/local.toml)."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fleet-harness", prog_name="fleet")
+def cli() -> None:
+    """Fleet qualification harness: sweep prompts and rounds over your GPU hosts and grade what comes back."""
+
+
+def _run_with_progress(coordinator_call, as_json: bool):  # type: ignore[no-untyped-def]
+    """Run a coordinator verb with live progress; returns the sweep record."""
+    from harness.progress import SweepProgress
+
+    out = Console(stderr=True) if as_json else console
+    prog = SweepProgress(out)
+    started = {"v": False}
+
+    def on_start(sweep):  # type: ignore[no-untyped-def]
+        if not as_json:
+            prog.start(sweep)
+            started["v"] = True
+
+    try:
+        return coordinator_call(on_start, prog if not as_json else (lambda e: None))
+    finally:
+        if started["v"]:
+            prog.stop()
+
+
+def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from harness.outcome import label
+    from harness.progress import matrix_table
+
+    path = store.sweep_dir(sweep.id)
+    if as_json:
+        cells = []
+        for c in sweep.cells:
+            last = sweep.last(c.id)
+            cells.append(
+                {
+                    "id": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep,
+                    "attempts": len(sweep.attempts.get(c.id) or []),
+                    "status": last.status if last else "pending",
+                    "reason": last.reason if last else "",
+                    "exit_code": last.exit_code if last else None,
+                    "outcome": label(last)[0],
+                }
+            )
+        json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    console.print(matrix_table(sweep))
+    console.print(f"sweep {sweep.id}: {sweep.status}, results in {path}")
+
+
+@cli.command()
+@common_inventory
+@click.option("--hosts", help="Comma-separated host names (default: all in the inventory).")
+@click.option("--items", help="Comma-separated open prompts by number or id, e.g. 07,09.")
+@click.option("--round", "round_name", help="Add a qualification round's tasks (prompts/rounds/NAME.toml).")
+@click.option("--agents", help="Comma-separated agents; each becomes a dimension of the matrix.")
+@click.option("--repeat", default=1, show_default=True, help="Repetitions of every cell.")
+@click.option("--label", default="", help="Label in the sweep id, e.g. main-d4a61f33.")
+@click.option("--prompts", default=None, help="Prompts directory (default: the bundled prompts/).")
+@click.option("--max-attempts", default=3, show_default=True, help="Attempts per cell when the harness fails.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@common_runs
+@common_broker
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Plan the cells, dispatch them, show progress, and print the host x item table."""
+    from harness.catalog import load_catalog
+    from harness.coordinator import Coordinator
+    from harness.inventory import load_inventory
+    from harness.store import Store
+
+    inv = load_inventory(inventory)
+    cat = load_catalog(prompts)
+    store = Store(_runs_dir(runs))
+    settings = _settings(store.root, broker)
+
+    def call(on_start, on_event):  # type: ignore[no-untyped-def]
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        return co.sweep(
+            inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
+            repeat=repeat, label=label,
+        )
+
+    result = _run_with_progress(call, as_json)
+    _finish(result, store, as_json)
+
+
+@cli.command()
+@click.argument("host")
+@click.argument("item")
+@click.option("--sweep", "sweep_id", required=True, help="The sweep id.")
+@click.option("--agent", default=None, help="Which agent's cell, when the sweep has several.")
+@click.option("--rep", type=int, default=None, help="Which repetition, when the sweep has several.")
+@common_inventory
+@click.option("--max-attempts", default=3, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@common_runs
+@common_broker
+def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Add a new attempt of one cell of a sweep."""
+    from harness.coordinator import Coordinator
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    rec = store.load_sweep(sweep_id)
+    inv = _inventory_for(rec, inventory)
+    settings = _settings(store.root, broker)
+
+    def call(on_start, on_event):  # type: ignore[no-untyped-def]
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        return co.rerun(sweep_id, inv, host, item, agent, rep)
+
+    result = _run_with_progress(call, as_json)
+    _finish(result, store, as_json)
+
+
+@cli.command()
+@click.argument("sweep_id")
+@common_inventory
+@click.option("--max-attempts", default=3, show_default=True, help="Attempts per cell in this run.")
+@click.option("--json", "as_json", is_flag=True)
+@common_runs
+@common_broker
+def resume(sweep_id, inventory, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Run only the cells with no finished attempt, or whose last attempt is a harness failure."""
+    from harness.coordinator import Coordinator
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    rec = store.load_sweep(sweep_id)
+    inv = _inventory_for(rec, inventory)
+    settings = _settings(store.root, broker)
+
+    def call(on_start, on_event):  # type: ignore[no-untyped-def]
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        return co.resume(sweep_id, inv)
+
+    result = _run_with_progress(call, as_json)
+    _finish(result, store, as_json)
+
+
+def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
+    from harness.inventory import load_inventory
+
+    return load_inventory(override or rec.inventory)
+
+
+@cli.command()
+@click.argument("sweep_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@common_runs
+def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+    """A sweep's state and table (the latest sweep if no id is given)."""
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    if not sweep_id:
+        sweeps = store.list_sweeps()
+        if not sweeps:
+            raise UsageError(f"{store.root}: no sweeps yet")
+        sweep_id = sweeps[-1]
+    _finish(store.load_sweep(sweep_id), store, as_json)
+
+
+@cli.command()
+@click.argument("sweep_id")
+@click.argument("host")
+@click.argument("item")
+@click.option("--agent", default=None)
+@click.option("--rep", type=int, default=None)
+@click.option("--attempt", type=int, default=None, help="Attempt number (default: the last).")
+@click.option("--json", "as_json", is_flag=True, help="Print meta.json.")
+@common_runs
+def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+    """One cell: its attempts, the chosen attempt's meta, artifacts and answer."""
+    from harness.outcome import label
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    rec = store.load_sweep(sweep_id)
+    cells = [
+        c for c in rec.cells
+        if c.host == host and item in (c.item, rec.items[c.item].number)
+        and (agent is None or c.agent == agent) and (rep is None or c.rep == rep)
+    ]
+    if not cells:
+        raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
+    if len(cells) > 1:
+        raise UsageError(f"{len(cells)} cells match ({', '.join(c.id for c in cells[:6])}); narrow with --agent and --rep")
+    cell = cells[0]
+    runs_ = rec.attempts.get(cell.id) or []
+    if not runs_:
+        raise UsageError(f"{cell.id}: no attempt yet")
+    k = attempt or runs_[-1].attempt
+    meta = store.load_meta(sweep_id, cell.id, k)
+    if as_json:
+        json.dump(meta, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    folder = store.attempt_dir(sweep_id, cell.id, k)
+    console.print(f"[bold]{cell.id}[/] in sweep {sweep_id}")
+    for a in runs_:
+        text, style = label(a)
+        console.print(f"  attempt {a.attempt}: [{style}]{text}[/] {a.duration_s:.1f} s")
+    console.print(f"attempt {k}: {folder}")
+    for key in ("status", "reason", "error", "exit_code", "agent", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
+        if meta.get(key) not in (None, "", []):
+            console.print(f"  {key}: {meta[key]}", markup=False)
+    if meta.get("values"):
+        console.print(f"  values: {meta['values']} (seed {meta.get('seed')})", markup=False)
+    console.print("artifacts:")
+    for art in meta.get("artifacts", []):
+        console.print(f"  {art['sha256'][:12]}  {art['size']:>9}  {art['name']}", markup=False)
+    answer = folder / "answer.txt"
+    if answer.is_file():
+        text = answer.read_text(errors="replace")
+        console.print("answer.txt:")
+        console.print(text[:4000] + ("\n[... cut, see the file]" if len(text) > 4000 else ""), markup=False)
+
+
+@cli.command()
+@click.option("--hosts", help="Comma-separated host names whose queues to consume (default: all).")
+@common_inventory
+@click.option("--concurrency", type=int, default=None, help="Pool size (default: the hosts' slots added up).")
+@click.option("--loglevel", default="INFO", show_default=True)
+@common_broker
+def worker(hosts, inventory, concurrency, loglevel, broker) -> None:  # type: ignore[no-untyped-def]
+    """Start a Celery worker consuming the named hosts' queues (needs a Redis broker)."""
+    from harness.inventory import load_inventory
+    from workers.app import Settings, configure, queue_for, redact
+
+    settings = Settings.resolve(".", broker) if (broker or os.environ.get("FLEET_BROKER_URL")) else None
+    if settings is None:
+        raise UsageError("fleet worker needs a broker: set FLEET_BROKER_URL or --broker redis://...")
+    names = _csv(hosts)
+    if inventory or not names:
+        inv = load_inventory(inventory)
+        chosen = inv.select(names)
+        names = [h.name for h in chosen]
+        total = sum(h.slots for h in chosen)
+    else:
+        total = len(names)
+    app = configure(settings)
+    queues = ",".join(queue_for(n, settings.namespace) for n in names)
+    err_console.print(f"fleet worker: broker {redact(settings.broker_url)}, queues {queues}", markup=False)
+    app.worker_main(
+        ["worker", f"--queues={queues}", f"--concurrency={concurrency or max(1, total)}", f"--loglevel={loglevel}",
+         "--without-gossip", "--without-mingle", "--pool=prefork"]
+    )
+
+
+@cli.group()
+def hosts() -> None:
+    """Look at the fleet's hosts."""
+
+
+@hosts.command("check")
+@common_inventory
+@click.option("--hosts", "names", help="Comma-separated host names (default: all).")
+@click.option("--json", "as_json", is_flag=True)
+def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-def]
+    """Per host: SSH reachable, host key matches the pin, model endpoint answers /v1/models, free disk."""
+    from rich.table import Table
+
+    from harness.hostcheck import check_hosts
+    from harness.inventory import load_inventory
+
+    inv = load_inventory(inventory)
+    results = check_hosts(inv.select(_csv(names)))
+    if as_json:
+        json.dump([r.as_dict() for r in results], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        t = Table(title=f"hosts in {inv.path}")
+        for col in ("host", "ssh", "host key", "model /v1/models", "disk free", "agents"):
+            t.add_column(col)
+        for r in results:
+            t.add_row(
+                r.host, r.ssh, r.host_key, r.model,
+                f"{r.disk_free_mb} MB" if r.disk_free_mb is not None else "?",
+                ", ".join(f"{k}: {v}" for k, v in r.agents.items()),
+                style=None if r.ok else "red",
+            )
+        console.print(t)
+    if not all(r.ok for r in results):
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
+    except click.exceptions.Abort:
+        err_console.print("fleet: interrupted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("fleet: interrupted; the sweep can be continued with `fleet resume`")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except FleetError as exc:
+        err_console.print(f"fleet: error: {exc}", markup=False)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

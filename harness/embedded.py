@@ -1,0 +1,72 @@
+"""The embedded default's worker: a real Celery ``WorkController`` on a thread of the coordinator.
+
+It consumes the same queues through the same broker code as ``fleet worker`` does in a fleet; only
+the broker (SQLite) and the pool (threads) differ, so a new user's first sweep exercises the real path.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from celery import Celery
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+
+from harness.errors import DispatchError
+
+__all__ = ["embedded_worker"]
+
+
+class _Controller(WorkController):
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer) -> None:  # type: ignore[no-untyped-def]
+        self.ready.set()
+
+
+@contextmanager
+def embedded_worker(app: Celery, queues: list[str], concurrency: int) -> Iterator[WorkController]:
+    """Run a worker on a thread while the block runs; stop it (finishing nothing new) afterwards."""
+    logging.getLogger("celery").setLevel(logging.WARNING)
+    logging.getLogger("kombu").setLevel(logging.WARNING)
+    worker = _Controller(
+        app=app,
+        hostname=f"embedded@{socket.gethostname()}",
+        concurrency=max(1, concurrency),
+        pool="threads",
+        queues=queues,
+        loglevel="WARNING",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
+    errors: list[BaseException] = []
+
+    def _run() -> None:
+        try:
+            worker.start()
+        except BaseException as exc:  # noqa: BLE001 - reported to the coordinator below
+            errors.append(exc)
+            worker.ready.set()
+
+    thread = threading.Thread(target=_run, name="fleet-embedded-worker", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    # The worker logs a failed start and returns instead of raising: watch the thread as well.
+    while not worker.ready.wait(0.2) and thread.is_alive() and time.monotonic() < deadline:
+        pass
+    if not worker.ready.is_set() or errors:
+        raise DispatchError(f"the embedded worker did not start: {errors[0] if errors else 'timed out'}")
+    try:
+        yield worker
+    finally:
+        worker_state.should_terminate = 0
+        thread.join(30)
+        worker_state.should_terminate = None

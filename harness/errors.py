@@ -1,0 +1,138 @@
+"""The harness's exception tree.
+
+Every error the harness raises on purpose is a ``FleetError``. Errors from the libraries underneath
+(paramiko, socket, Celery, kombu, redis, HTTP, TOML, pydantic) are translated at the boundary where
+they happen into the most specific class below, chained with ``raise ... from exc``, and carry the
+context a user needs (file and key, host, cell). The CLI prints any ``FleetError`` as one line and
+exits with its ``exit_code``; it never prints a traceback for one.
+
+::
+
+    FleetError                       exit 1
+    ├── InputError                   exit 2   bad input from the user: nothing was run
+    │   ├── InventoryError                    inventory file: file, key path, problem
+    │   ├── CatalogError                      prompt item or round: file, key path, problem
+    │   ├── UsageError                        a bad argument or an unknown host / item / agent / sweep
+    │   └── TranscriptError                   a transcript or raw session that cannot be read
+    ├── StoreError                            the results directory cannot be read or written
+    ├── DispatchError                         the queue (broker, result backend) failed
+    └── InfrastructureError                   the fleet failed, not the model: graded HARNESS_FAILURE
+        ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
+        ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
+        ├── HostLost                          the connection died while a run was going
+        ├── AgentNotStarted                   the agent never started (timeout before start, missing binary)
+        └── WorkerLost                        the worker running the attempt died
+
+An ``InfrastructureError`` is never shown to a user as a crash: it is recorded on the attempt as
+``HARNESS_FAILURE`` with ``reason`` (a short code) and ``str(exc)`` (the human text), and the attempt
+is retried a bounded number of times.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FleetError",
+    "InputError",
+    "InventoryError",
+    "CatalogError",
+    "UsageError",
+    "TranscriptError",
+    "StoreError",
+    "DispatchError",
+    "InfrastructureError",
+    "HostUnreachable",
+    "HostKeyMismatch",
+    "HostLost",
+    "AgentNotStarted",
+    "WorkerLost",
+]
+
+
+class FleetError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+    exit_code: int = 1
+
+
+class InputError(FleetError):
+    """Bad input from the user (a file, an argument): nothing was run."""
+
+    exit_code = 2
+
+
+class _FileKeyError(InputError):
+    """An error in a file at a key path: printed as ``file: key: problem``."""
+
+    def __init__(self, file: str, key: str, problem: str) -> None:
+        self.file = file
+        self.key = key
+        self.problem = problem
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}")
+
+
+class InventoryError(_FileKeyError):
+    """An inventory file is missing, is not TOML, or does not validate."""
+
+
+class CatalogError(_FileKeyError):
+    """A prompt item or a qualification round is missing or does not validate."""
+
+
+class UsageError(InputError):
+    """A bad argument: unknown host, item, agent or sweep, or options that do not fit together."""
+
+
+class TranscriptError(_FileKeyError):
+    """A transcript or raw session that cannot be read (file, line or row, problem)."""
+
+
+class StoreError(FleetError):
+    """The results directory cannot be read or written."""
+
+
+class DispatchError(FleetError):
+    """The queue failed: the broker or the result backend cannot be reached or answered wrongly."""
+
+
+class InfrastructureError(FleetError):
+    """The fleet failed, not the model. Recorded as HARNESS_FAILURE and retried.
+
+    ``reason`` is a short, stable code used in reports and queries; the message is for people.
+    """
+
+    reason: str = "infrastructure"
+
+    def __init__(self, message: str, *, host: str | None = None) -> None:
+        self.host = host
+        super().__init__(f"{host}: {message}" if host else message)
+
+
+class HostUnreachable(InfrastructureError):
+    """SSH could not connect or authenticate: refused, timed out, name unknown, auth failed."""
+
+    reason = "host_unreachable"
+
+
+class HostKeyMismatch(InfrastructureError):
+    """The host presented a key that is not the pinned one. No command ran on it."""
+
+    reason = "host_key_mismatch"
+
+
+class HostLost(InfrastructureError):
+    """The connection to the host died while an attempt was running."""
+
+    reason = "host_lost"
+
+
+class AgentNotStarted(InfrastructureError):
+    """The agent never started: the launcher did not report a start in time, or the command is missing."""
+
+    reason = "agent_not_started"
+
+
+class WorkerLost(InfrastructureError):
+    """The Celery worker that ran the attempt died before reporting a result."""
+
+    reason = "worker_lost"

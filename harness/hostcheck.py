@@ -1,0 +1,99 @@
+"""``fleet hosts check``: can each host run attempts? SSH, pinned key, model endpoint, disk, agents."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from harness.errors import HostKeyMismatch, InfrastructureError
+from harness.inventory import Host
+
+__all__ = ["HostCheck", "check_host", "check_hosts"]
+
+# Runs on the host with its Python: asks the model endpoint for /v1/models and reports the ids.
+_MODELS_PROBE = r"""
+import json, sys, urllib.request
+url, key_env = sys.argv[1], sys.argv[2]
+import os
+req = urllib.request.Request(url + "/models")
+if key_env and os.environ.get(key_env):
+    req.add_header("Authorization", "Bearer " + os.environ[key_env])
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        data = json.load(r)
+    print(json.dumps({"ok": True, "ids": [m.get("id") for m in data.get("data", [])]}))
+except Exception as exc:
+    print(json.dumps({"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}))
+"""
+
+
+@dataclass
+class HostCheck:
+    host: str
+    ssh: str = "not checked"
+    host_key: str = "not checked"
+    model: str = "not checked"
+    disk_free_mb: int | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+    ok: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_host(host: Host) -> HostCheck:
+    from workers.transport import connect_for
+
+    res = HostCheck(host=host.name)
+    t = connect_for(host)
+    try:
+        t.open()
+        res.ssh = "ok" if host.transport == "ssh" else "local"
+        res.host_key = "matches pin" if host.transport == "ssh" else "n/a (local)"
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host.env.items())
+        probe = t.shell(
+            f"{env} {shlex.quote(host.python)} -c {shlex.quote(_MODELS_PROBE)} "
+            f"{shlex.quote(host.model.base_url)} {shlex.quote(host.model.api_key_env)}",
+            timeout=30,
+        )
+        try:
+            answer = json.loads(probe.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            answer = {"ok": False, "error": probe.tail() or "no answer from the probe"}
+        if answer["ok"]:
+            ids = answer["ids"]
+            res.model = "ok" if host.model.id in ids else f"answers, but serves {', '.join(map(str, ids)) or 'no model'} (not {host.model.id})"
+        else:
+            res.model = f"down: {answer['error']}"
+        workdir = host.workdir.replace("~", "$HOME", 1) if host.workdir.startswith("~") else shlex.quote(host.workdir)
+        df = t.shell(f'mkdir -p "{workdir}" 2>/dev/null; df -Pk "{workdir}" | tail -n 1', timeout=30)
+        cols = df.stdout.split()
+        if len(cols) > 3 and cols[3].isdigit():
+            res.disk_free_mb = int(cols[3]) // 1024
+        for name, agent in host.agents.items():
+            argv = agent.version_command or (agent.command[:1] if agent.command else [])
+            if not argv:
+                res.agents[name] = "not checked"
+                continue
+            if agent.version_command:
+                r = t.shell(" ".join(shlex.quote(a) for a in argv) + " 2>&1 | head -n 1", timeout=30)
+                res.agents[name] = r.stdout.strip() or "no version output"
+            else:
+                r = t.shell(f"command -v {shlex.quote(argv[0])}", timeout=30)
+                res.agents[name] = "found" if r.ok else f"missing: {argv[0]} not on PATH"
+        res.ok = res.model == "ok" and all(not v.startswith("missing") for v in res.agents.values())
+    except HostKeyMismatch as exc:
+        res.ssh = "connected"
+        res.host_key = f"MISMATCH: {exc}"
+    except InfrastructureError as exc:
+        res.ssh = f"failed: {exc}"
+    finally:
+        t.close()
+    return res
+
+
+def check_hosts(hosts: list[Host]) -> list[HostCheck]:
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(hosts)))) as pool:
+        return list(pool.map(check_host, hosts))

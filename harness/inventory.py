@@ -1,0 +1,189 @@
+"""The fleet's inventory: TOML files that describe hosts, their model endpoints and their agents.
+
+One file holds one fleet. Format (documented field by field in docs/inventory.md)::
+
+    schema_version = 1
+    [defaults]                 # optional: values every host starts from
+    user = "qual"
+    [hosts.tower1]
+    address = "tower1.lan"
+    host_key = "ssh-ed25519 AAAA..."      # or "SHA256:..." fingerprint
+    os = "linux"
+    model = { base_url = "http://127.0.0.1:8080/v1", id = "Qwen3-Coder-Next", context = 131072, max_output = 8192 }
+    [hosts.tower1.agents.command]
+    command = ["sh", "-c", "my-agent --prompt-file \\"$1\\"", "sh", "{prompt_file}"]
+
+A bad file raises ``InventoryError(file, key path, problem)``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.errors import InventoryError, UsageError
+from harness.tomlfile import read_toml, validate
+
+__all__ = ["AgentConfig", "Host", "Inventory", "ModelEndpoint", "load_inventory", "BUNDLED_INVENTORY_DIR"]
+
+INVENTORY_SCHEMA_VERSION = 1
+BUNDLED_INVENTORY_DIR = Path(__file__).resolve().parent.parent / "inventory"
+
+_NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}=?$")
+_KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelEndpoint(_Strict):
+    """The host's local model, reached through an OpenAI-compatible API."""
+
+    base_url: str = Field(description="Base URL of the OpenAI-compatible API as seen from the host, ending in /v1.")
+    id: str = Field(description="Model id the endpoint serves, e.g. Qwen3-Coder-Next.")
+    context: int = Field(gt=0, description="Context size in tokens.")
+    max_output: int = Field(gt=0, description="Per-reply output limit in tokens.")
+    server: str = Field(default="", description="What serves it (llama.cpp, vllm, ollama, lemonade): for people.")
+    api_key_env: str = Field(
+        default="", description="Name of a host environment variable holding the API key; the key itself is never stored."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class AgentConfig(_Strict):
+    """One agent installed on a host. ``kind`` picks the adapter; the name is the inventory key."""
+
+    kind: Literal["command", "builtin", "openclaw", "opencode", "hermes"] = Field(
+        default="command", description="Which adapter drives it."
+    )
+    command: list[str] = Field(
+        default_factory=list,
+        description="For kind=command: argv run in the workspace; {prompt_file} becomes the prompt file's path.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only.")
+    version_command: list[str] = Field(default_factory=list, description="argv printing the agent's version.")
+
+    @model_validator(mode="after")
+    def _command_needs_argv(self) -> "AgentConfig":
+        if self.kind == "command" and not self.command:
+            raise ValueError("an agent of kind 'command' needs a non-empty 'command' list")
+        return self
+
+
+class Host(_Strict):
+    """One machine of the fleet."""
+
+    name: str = Field(description="Short host name; the inventory key.")
+    transport: Literal["ssh", "local"] = Field(default="ssh", description="ssh for fleet hosts, local for this machine.")
+    address: str = Field(default="", description="DNS name or IP the worker connects to.")
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str = Field(default="", description="SSH user.")
+    identity_file: str = Field(default="", description="Private key path on the worker's machine (~ expanded).")
+    host_key: str = Field(
+        default="",
+        description="The pinned host key: a known_hosts line, 'TYPE BASE64', or a 'SHA256:...' fingerprint.",
+    )
+    os: Literal["linux", "macos", "wsl"] = "linux"
+    tags: list[str] = Field(default_factory=list)
+    workdir: str = Field(default="~/fleet", description="Root on the host under which workspaces are made.")
+    python: str = Field(default="python3", description="Python 3 on the host (runs the launcher).")
+    slots: int = Field(default=1, ge=1, le=64, description="Runs at once on this host (one model, one GPU: 1).")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment for every run on this host.")
+    model: ModelEndpoint
+    agents: dict[Annotated[str, Field(pattern=_NAME)], AgentConfig] = Field(min_length=1)
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.match(_NAME, v):
+            raise ValueError("host names are lower-case letters, digits, '-' and '_'")
+        return v
+
+    @field_validator("host_key")
+    @classmethod
+    def _host_key(cls, v: str) -> str:
+        v = v.strip()
+        if not v or _FINGERPRINT.match(v):
+            return v
+        parts = v.split()
+        # A known_hosts line has the host pattern first; keep only "TYPE BASE64".
+        if len(parts) >= 3 and parts[1] in _KEY_TYPES:
+            parts = parts[1:]
+        if len(parts) < 2 or parts[0] not in _KEY_TYPES:
+            raise ValueError("expected a known_hosts line, 'TYPE BASE64' or a 'SHA256:...' fingerprint")
+        return f"{parts[0]} {parts[1]}"
+
+    @model_validator(mode="after")
+    def _ssh_needs(self) -> "Host":
+        if self.transport == "ssh":
+            for key in ("address", "user", "host_key"):
+                if not getattr(self, key):
+                    raise ValueError(f"a host with transport 'ssh' needs '{key}'")
+        return self
+
+    @property
+    def default_agent(self) -> str:
+        return next(iter(self.agents))
+
+
+class Inventory(_Strict):
+    """A validated inventory file."""
+
+    schema_version: Literal[1] = INVENTORY_SCHEMA_VERSION
+    path: str = Field(default="", description="The file it was read from.")
+    hosts: dict[str, Host]
+
+    def select(self, names: list[str] | None) -> list[Host]:
+        """The hosts named (in the order given), or all of them; an unknown name is a UsageError."""
+        if not names:
+            return list(self.hosts.values())
+        unknown = [n for n in names if n not in self.hosts]
+        if unknown:
+            raise UsageError(f"{self.path}: unknown host {', '.join(unknown)} (known: {', '.join(self.hosts)})")
+        return [self.hosts[n] for n in names]
+
+
+def _merge(defaults: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
+    out = dict(defaults)
+    for key, value in host.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = INVENTORY_SCHEMA_VERSION
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    hosts: dict[str, dict[str, Any]] = Field(min_length=1)
+
+
+def load_inventory(path: str | Path | None = None) -> Inventory:
+    """Read and validate an inventory file; with no path, the embedded default ``inventory/local.toml``."""
+    file = Path(path) if path else BUNDLED_INVENTORY_DIR / "local.toml"
+    name = str(file)
+    raw = validate(_File, read_toml(file, InventoryError), name, InventoryError)
+    if raw.schema_version != INVENTORY_SCHEMA_VERSION:
+        raise InventoryError(name, "schema_version", f"unsupported version {raw.schema_version} (this harness reads 1)")
+    hosts: dict[str, Host] = {}
+    for host_name, table in raw.hosts.items():
+        if not isinstance(table, dict):
+            raise InventoryError(name, f"hosts.{host_name}", "must be a table")
+        data = _merge(raw.defaults, table)
+        data["name"] = host_name
+        hosts[host_name] = validate(Host, data, name, InventoryError, prefix=f"hosts.{host_name}")
+    return Inventory(path=name, hosts=hosts)

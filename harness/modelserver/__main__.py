@@ -1,0 +1,36 @@
+"""``python -m harness.modelserver --script F``: run the scripted model server in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .script import ScriptError
+from .server import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments and serve until SIGTERM or SIGINT; errors are one line on stderr."""
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.modelserver",
+        description="An OpenAI-compatible model server that answers from a script (see docs/scripted-model.md).",
+    )
+    parser.add_argument("--script", required=True, help="the script, a .toml or .json file")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
+    parser.add_argument("--model-id", default=None, help="model id to report (default: the script's)")
+    parser.add_argument("--log", default=None, help="append every request and its answer to this JSONL file")
+    args = parser.parse_args(argv)
+    try:
+        serve(args.script, args.host, args.port, args.model_id, log_path=args.log)
+    except ScriptError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""The scripted model's script: its file format and its playback.
+
+A script stands in for a local model so the harness's agents can be tested without a GPU. It says what
+to answer to each chat request: first the ``rules`` are tried (answers chosen by matching the
+conversation), then the next of the ``turns`` (consumed in order, per conversation), then the
+``fallback``. The format is documented field by field in ``docs/scripted-model.md``.
+
+Playback (``ScriptPlayer``) is kept apart from HTTP (``server.py``) so that what a script answers can be
+reasoned about, and tested, without a socket.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomllib
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.tomlfile import key_path
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ScriptError",
+    "Match",
+    "ToolCallSpec",
+    "Step",
+    "Rule",
+    "Script",
+    "load_script",
+    "parse_script",
+    "ToolCallOut",
+    "Answer",
+    "ScriptPlayer",
+    "message_text",
+]
+
+SCHEMA_VERSION = 1
+
+DEFAULT_FALLBACK_TEXT = "(scripted model: the script has no more turns)"
+
+# ``{{values.NAME}}``: namespaced so that braces and ``$VAR`` in scripted code are never taken for one.
+_PLACEHOLDER = re.compile(r"\{\{\s*values\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ScriptError(ValueError):
+    """A script that cannot be used, printed as one line ``FILE: KEY: PROBLEM``.
+
+    A ``ValueError`` rather than a harness error so this package stays importable on its own; the CLI
+    translates it into its own input error.
+    """
+
+    def __init__(self, file: str, key: str, problem: str) -> None:
+        self.file = file
+        self.key = key
+        self.problem = problem
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}")
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+    return pattern
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a misspelt key would otherwise be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Match(_Strict):
+    """Conditions on the request; all the given ones must hold. Substring tests are case-sensitive."""
+
+    last_user_contains: str | None = None
+    """The last message with role ``user`` contains this text."""
+    last_user_regex: str | None = None
+    """The last ``user`` message matches this regular expression (``re.search``)."""
+    last_tool_contains: str | None = None
+    """One of the tool results that end the conversation (the results just returned) contains this text."""
+    last_tool_regex: str | None = None
+    """One of the tool results that end the conversation matches this regular expression."""
+    tool_available: str | None = None
+    """The request offers a tool with this function name in ``tools``."""
+
+    @field_validator("last_user_regex", "last_tool_regex")
+    @classmethod
+    def _regex_compiles(cls, pattern: str | None) -> str | None:
+        return pattern if pattern is None else _check_regex(pattern)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Match:
+        if all(v is None for v in self.__dict__.values()):
+            raise ValueError("a match needs at least one condition")
+        return self
+
+
+class ToolCallSpec(_Strict):
+    """One tool call the model makes."""
+
+    name: str = Field(min_length=1)
+    """The function name."""
+    arguments: Any = Field(default_factory=dict)
+    """A table (sent as its JSON text) or a string sent verbatim, which may be invalid JSON on purpose."""
+
+    @field_validator("arguments")
+    @classmethod
+    def _table_or_string(cls, value: Any) -> Any:
+        if not isinstance(value, (dict, str)):
+            raise ValueError("arguments must be a table or a JSON string")
+        return value
+
+
+class Step(_Strict):
+    """One answer: a reply (text and/or tool calls), an HTTP error, or a hang."""
+
+    text: str | None = None
+    """The reply's content. ``{{values.NAME}}`` placeholders are filled from the conversation."""
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    """Tool calls; their ids are ``call_<turn>_<n>`` (request number in the conversation, call number)."""
+    cut_at_output_limit: bool = False
+    """The reply was cut at the output limit: ``finish_reason`` is ``length``."""
+    cut_arguments_at: int | None = Field(default=None, ge=0)
+    """With a cut reply: characters of the last tool call's arguments JSON kept (default: half)."""
+    delay: float = Field(default=0.0, ge=0)
+    """Seconds to wait before answering anything (prompt processing)."""
+    tokens_per_second: float | None = Field(default=None, gt=0)
+    """Generation rate: paces streamed chunks, and delays a non-streamed reply by the same total."""
+    http_status: int | None = Field(default=None, ge=400, le=599)
+    """Answer with this HTTP error status instead of a reply."""
+    error_body: str | None = None
+    """The error's body, sent verbatim (default: an OpenAI-style error JSON)."""
+    hang: bool = False
+    """Never answer: hold the connection until the client gives up."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Step:
+        replies = self.text is not None or bool(self.tool_calls)
+        kinds = [replies, self.http_status is not None, self.hang]
+        if sum(kinds) != 1:
+            raise ValueError("give exactly one of: text and/or tool_calls, http_status, hang")
+        if self.error_body is not None and self.http_status is None:
+            raise ValueError("error_body needs http_status")
+        if self.cut_arguments_at is not None and not (self.cut_at_output_limit and self.tool_calls):
+            raise ValueError("cut_arguments_at needs cut_at_output_limit and tool_calls")
+        return self
+
+
+class Rule(Step):
+    """A step chosen by matching the conversation rather than by its place in the script."""
+
+    match: Match
+    """When the rule answers."""
+    times: int | None = Field(default=None, ge=1)
+    """How many times per conversation it may answer (default: every time it matches)."""
+
+
+class Script(_Strict):
+    """A whole script. Build it with ``load_script`` or ``parse_script``, which also check placeholders."""
+
+    schema_version: Literal[1]
+    """Format version of this file; only 1 exists."""
+    model_id: str | None = None
+    """The model id the server reports, unless the server is given one."""
+    context_size: int | None = Field(default=None, ge=1)
+    """Context size in tokens the server reports and enforces, unless the server is given one."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Per-reply output limit in tokens, unless the server is given one."""
+    values: dict[str, str] = Field(default_factory=dict)
+    """Name -> regular expression found in the conversation, used as ``{{values.NAME}}``."""
+    rules: list[Rule] = Field(default_factory=list)
+    """Tried in order before the turns; the first that matches answers."""
+    turns: list[Step] = Field(default_factory=list)
+    """Consumed in order, one per request not answered by a rule, separately for each conversation."""
+    fallback: Step = Field(default_factory=lambda: Step(text=DEFAULT_FALLBACK_TEXT))
+    """The answer once the turns are used up."""
+
+    @field_validator("values")
+    @classmethod
+    def _check_values(cls, values: dict[str, str]) -> dict[str, str]:
+        for name, pattern in values.items():
+            if not _IDENTIFIER.fullmatch(name):
+                raise ValueError(f"value name {name!r} is not an identifier")
+            _check_regex(pattern)
+        return values
+
+    def steps(self) -> list[tuple[str, Step]]:
+        """Every step with its key path, for checks and for naming the answer's source."""
+        return (
+            [(f"rules[{i}]", r) for i, r in enumerate(self.rules)]
+            + [(f"turns[{i}]", t) for i, t in enumerate(self.turns)]
+            + [("fallback", self.fallback)]
+        )
+
+
+def _problem(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "missing":
+        return "required key is missing"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _string_leaves(value: Any, path: str) -> list[tuple[str, str]]:
+    """(key path, text) of every string inside tool-call arguments, where placeholders may sit."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _string_leaves(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in _string_leaves(v, f"{path}[{i}]")]
+    return []
+
+
+def _templated_texts(step: Step, path: str) -> list[tuple[str, str]]:
+    texts = [(f"{path}.text", step.text)] if step.text is not None else []
+    for n, call in enumerate(step.tool_calls):
+        texts += _string_leaves(call.arguments, f"{path}.tool_calls[{n}].arguments")
+    return texts
+
+
+def parse_script(data: Any, file: str = "<script>") -> Script:
+    """Validate already-parsed script data; ``file`` names it in errors."""
+    try:
+        script = Script.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = exc.error_count() - 1
+        problem = _problem(first) + (f" (and {more} more)" if more else "")
+        raise ScriptError(file, key_path(tuple(first["loc"])), problem) from None
+    for step_path, step in script.steps():
+        for key, text in _templated_texts(step, step_path):
+            for name in _PLACEHOLDER.findall(text):
+                if name not in script.values:
+                    raise ScriptError(file, key, f"{{{{values.{name}}}}} is not declared under values")
+    return script
+
+
+def load_script(path: str | Path) -> Script:
+    """Read a ``.toml`` or ``.json`` script."""
+    path = Path(path)
+    file = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise ScriptError(file, "", "a script must be a .toml or .json file")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScriptError(file, "", f"cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(raw) if suffix == ".toml" else json.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScriptError(file, "(syntax)", str(exc)) from None
+    except json.JSONDecodeError as exc:
+        raise ScriptError(file, "(syntax)", f"{exc.msg} (at line {exc.lineno}, column {exc.colno})") from None
+    return parse_script(data, file)
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    """A tool call as it goes on the wire: arguments already a JSON string (possibly truncated)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to answer one request: a step of the script rendered for its conversation."""
+
+    turn: int
+    """The request's number within its conversation, from 1."""
+    source: str
+    """The step's key path in the script: ``rules[0]``, ``turns[2]`` or ``fallback``."""
+    step: Step
+    content: str = ""
+    tool_calls: tuple[ToolCallOut, ...] = ()
+    finish_reason: Literal["stop", "tool_calls", "length"] = "stop"
+    missing_values: tuple[str, ...] = ()
+    """Placeholders left as written because their regular expression found nothing."""
+
+
+def message_text(message: Any) -> str:
+    """The text of a chat message whose content is a string, a list of parts, or null."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request.get("messages", []) if isinstance(m, dict)]
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str | None:
+    users = [m for m in messages if m.get("role") == "user"]
+    return message_text(users[-1]) if users else None
+
+
+def _last_tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    results: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.append(message_text(message))
+    return results
+
+
+def _tool_names(request: dict[str, Any]) -> set[str]:
+    names = set()
+    for tool in request.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def _matches(match: Match, request: dict[str, Any]) -> bool:
+    """Whether every condition of ``match`` holds for this request."""
+    messages = _messages(request)
+    user = _last_user(messages)
+    tools = _last_tool_results(messages)
+    checks = [
+        (match.last_user_contains, lambda s: user is not None and s in user),
+        (match.last_user_regex, lambda p: user is not None and re.search(p, user) is not None),
+        (match.last_tool_contains, lambda s: any(s in r for r in tools)),
+        (match.last_tool_regex, lambda p: any(re.search(p, r) for r in tools)),
+        (match.tool_available, lambda name: name in _tool_names(request)),
+    ]
+    return all(check(wanted) for wanted, check in checks if wanted is not None)
+
+
+def _find_values(script: Script, request: dict[str, Any]) -> dict[str, str]:
+    """First match of each value's regex in the system, user and tool messages, in order (group 1 if any)."""
+    texts = [message_text(m) for m in _messages(request) if m.get("role") in ("system", "user", "tool")]
+    found: dict[str, str] = {}
+    for name, pattern in script.values.items():
+        compiled = re.compile(pattern)
+        for text in texts:
+            hit = compiled.search(text)
+            if hit:
+                found[name] = hit.group(1) if compiled.groups else hit.group(0)
+                break
+    return found
+
+
+def _fill(value: Any, found: dict[str, str], missing: set[str]) -> Any:
+    if isinstance(value, str):
+
+        def replace(hit: re.Match[str]) -> str:
+            if hit.group(1) in found:
+                return found[hit.group(1)]
+            missing.add(hit.group(1))
+            return hit.group(0)
+
+        return _PLACEHOLDER.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _fill(v, found, missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, found, missing) for v in value]
+    return value
+
+
+def _render(script: Script, source: str, step: Step, turn: int, request: dict[str, Any]) -> Answer:
+    found = _find_values(script, request) if script.values else {}
+    missing: set[str] = set()
+    content = _fill(step.text or "", found, missing)
+    calls = []
+    for n, spec in enumerate(step.tool_calls, start=1):
+        arguments = _fill(spec.arguments, found, missing)
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCallOut(id=f"call_{turn}_{n}", name=spec.name, arguments=text))
+    finish: Literal["stop", "tool_calls", "length"] = "tool_calls" if calls else "stop"
+    if step.cut_at_output_limit:
+        finish = "length"
+        if calls:
+            last = calls[-1]
+            keep = step.cut_arguments_at if step.cut_arguments_at is not None else len(last.arguments) // 2
+            calls[-1] = ToolCallOut(last.id, last.name, last.arguments[:keep])
+    return Answer(turn, source, step, content, tuple(calls), finish, tuple(sorted(missing)))
+
+
+@dataclass
+class _Conversation:
+    requests: int = 0
+    next_turn: int = 0
+    rule_hits: Counter[int] = field(default_factory=Counter)
+
+
+class ScriptPlayer:
+    """Plays a script to many conversations at once, each consuming its own turns. Thread-safe."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self._lock = threading.Lock()
+        self._conversations: dict[str, _Conversation] = {}
+
+    def play(self, conversation: str, request: dict[str, Any]) -> Answer:
+        """Choose and render the answer to ``request`` (a chat completion body) in ``conversation``."""
+        with self._lock:
+            state = self._conversations.setdefault(conversation, _Conversation())
+            state.requests += 1
+            source, step = self._choose(state, request)
+            turn = state.requests
+        return _render(self.script, source, step, turn, request)
+
+    def _choose(self, state: _Conversation, request: dict[str, Any]) -> tuple[str, Step]:
+        for i, rule in enumerate(self.script.rules):
+            if (rule.times is None or state.rule_hits[i] < rule.times) and _matches(rule.match, request):
+                state.rule_hits[i] += 1
+                return f"rules[{i}]", rule
+        if state.next_turn < len(self.script.turns):
+            state.next_turn += 1
+            return f"turns[{state.next_turn - 1}]", self.script.turns[state.next_turn - 1]
+        return "fallback", self.script.fallback
+
+    def reset(self) -> None:
+        """Forget every conversation, so the next request of each starts the script again."""
+        with self._lock:
+            self._conversations.clear()

@@ -1,0 +1,89 @@
+"""Live progress of a sweep: a bar per host with running / finished / failed counts, then the table."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.dispatch import Event
+from harness.outcome import label
+from harness.records import SweepRecord
+
+__all__ = ["SweepProgress", "matrix_table"]
+
+
+class SweepProgress:
+    """Feeds dispatcher events into rich bars (on a terminal) or one line per result (elsewhere)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<12}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("running {task.fields[running]}  finished {task.fields[finished]}  failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self.tasks: dict[str, int] = {}
+        self.counts: dict[str, dict[str, int]] = defaultdict(lambda: {"running": 0, "finished": 0, "failed": 0})
+
+    def start(self, sweep: SweepRecord, todo_per_host: dict[str, int] | None = None) -> None:
+        per_host: dict[str, int] = defaultdict(int)
+        for c in sweep.cells:
+            per_host[c.host] += 1
+        for host, total in per_host.items():
+            self.tasks[host] = self.progress.add_task(host, total=total, running=0, finished=0, failed=0)
+            done = sum(1 for c in sweep.cells if c.host == host and sweep.last(c.id) is not None
+                       and sweep.last(c.id).status not in ("dispatched", "harness_failure"))  # type: ignore[union-attr]
+            self.progress.update(self.tasks[host], completed=done)
+        self.progress.start()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+    def __call__(self, e: Event) -> None:
+        host = e.cell.host
+        c = self.counts[host]
+        if e.kind == "started":
+            c["running"] += 1
+        elif e.kind == "recorded" and e.result is not None:
+            c["running"] = max(0, c["running"] - 1)
+            r = e.result
+            if r.status == "harness_failure":
+                c["failed"] += 1
+            if e.final:
+                c["finished"] += 1
+                self.progress.advance(self.tasks[host])
+            if not self.console.is_terminal:
+                detail = f" {r.reason}: {r.error}" if r.status == "harness_failure" else (
+                    f" exit {r.exit_code}" if r.status == "finished" else "")
+                self.console.print(f"{e.cell.id} attempt {r.attempt}: {r.status}{detail}", markup=False, highlight=False)
+        elif e.kind == "retry_scheduled" and not self.console.is_terminal:
+            self.console.print(f"{e.cell.id}: retrying as attempt {e.attempt} in {e.delay_s:.0f} s", markup=False)
+        if host in self.tasks:
+            self.progress.update(self.tasks[host], **c)
+
+
+def matrix_table(sweep: SweepRecord) -> Table:
+    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes."""
+    agents = sorted({c.agent for c in sweep.cells})
+    items = list(sweep.items)
+    table = Table(title=f"sweep {sweep.id}", show_lines=False)
+    table.add_column("host" if len(agents) == 1 else "host / agent", style="bold")
+    for item in items:
+        table.add_column(item)
+    rows: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for c in sweep.cells:
+        row = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
+        text, style = label(sweep.last(c.id))
+        n = len(sweep.attempts.get(c.id) or [])
+        suffix = f" ×{n}" if n > 1 else ""
+        rows[row][c.item].append(f"[{style}]{text}{suffix}[/]")
+    for row, by_item in rows.items():
+        table.add_row(row, *(" ".join(by_item.get(i, ["-"])) for i in items))
+    return table

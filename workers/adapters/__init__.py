@@ -1,0 +1,25 @@
+"""Agent adapters: how one kind of agent is started on a host and what it leaves behind.
+
+Adapters are chosen by the inventory's ``agents.<name>.kind``. The builtin guarded agent, OpenClaw,
+OpenCode and Hermes get their own adapters; ``command`` runs any command template.
+"""
+
+from __future__ import annotations
+
+from harness.errors import UsageError
+from harness.inventory import AgentConfig
+from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.command import CommandAdapter
+
+__all__ = ["AgentAdapter", "AttemptPaths", "CommandAdapter", "adapter_for"]
+
+_ADAPTERS: dict[str, type[AgentAdapter]] = {"command": CommandAdapter}
+
+
+def adapter_for(name: str, config: AgentConfig) -> AgentAdapter:
+    """The adapter for an inventory agent entry."""
+    try:
+        cls = _ADAPTERS[config.kind]
+    except KeyError:
+        raise UsageError(f"agent {name!r}: kind {config.kind!r} has no adapter in this harness version") from None
+    return cls(name, config)

@@ -1,0 +1,65 @@
+"""The adapter interface. An adapter says what to start and what to collect; it never runs anything itself."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from harness.inventory import AgentConfig, Host
+from harness.catalog import Item
+
+
+@dataclass(frozen=True)
+class AttemptPaths:
+    """Absolute paths of one attempt on the host.
+
+    ``root/prompt.md`` is the prompt file, ``root/workspace/`` the agent's working folder (the only place
+    the product goes), ``root/.fleet/`` the harness's own files (launcher, stdout, stderr, exit status),
+    ``root/answer.txt`` the answer an agent may write for the owner.
+    """
+
+    root: str
+
+    @property
+    def workspace(self) -> str:
+        return f"{self.root}/workspace"
+
+    @property
+    def fleet(self) -> str:
+        return f"{self.root}/.fleet"
+
+    @property
+    def prompt_file(self) -> str:
+        return f"{self.root}/prompt.md"
+
+    @property
+    def answer_file(self) -> str:
+        return f"{self.root}/answer.txt"
+
+
+class AgentAdapter(ABC):
+    """How to run one kind of agent for one attempt."""
+
+    def __init__(self, name: str, config: AgentConfig) -> None:
+        self.name = name
+        self.config = config
+
+    @abstractmethod
+    def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
+        """The command to start, run with the workspace as its working folder."""
+
+    def env(self, host: Host, paths: AttemptPaths) -> dict[str, str]:
+        """Environment for the agent: the host's, then the agent's own."""
+        return {**host.env, **self.config.env}
+
+    def files(self, host: Host, item: Item, paths: AttemptPaths) -> dict[str, bytes]:
+        """Extra files to upload before the start (config files), by path relative to the attempt root."""
+        return {}
+
+    def collect(self) -> list[str]:
+        """Extra files to download after the run (transcripts, sessions), relative to the attempt root."""
+        return []
+
+    def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
+        """What the owner was delivered: the answer file if the agent wrote one, else its output."""
+        return answer_file if answer_file is not None else stdout

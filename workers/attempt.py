@@ -1,0 +1,259 @@
+"""One attempt's whole life on a host, written once over the transport hooks.
+
+stage (fresh folder, prompt as a file, launcher) -> start (agent in its own process group) -> wait
+(until exit or the item's timeout) -> kill the group on timeout or revoke -> collect (stdout, stderr,
+answer, workspace files, each with sha256) -> result.
+
+Infrastructure problems become a ``harness_failure`` result with a reason code; the model's own
+failures (non-zero exit, timeout after the agent started) are ``finished`` / ``timeout`` and are never
+retried. This function never raises for an ``InfrastructureError``: a failure is a record, not a crash.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import AgentNotStarted, InfrastructureError
+from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
+from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.transport.base import Transport
+
+__all__ = ["Timing", "run_attempt", "LAUNCHER_SOURCE"]
+
+LAUNCHER_SOURCE = (Path(__file__).parent / "launcher.py").read_bytes()
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the lifecycle waits. Defaults suit a real fleet; tests may shorten them."""
+
+    start_timeout_s: float = 30.0
+    """The agent must have started by then, or the attempt is a harness failure (agent_not_started)."""
+    poll_min_s: float = 0.2
+    poll_max_s: float = 2.0
+    kill_grace_s: float = 5.0
+    launcher_grace_s: float = 120.0
+    """The launcher kills the agent itself this long after the timeout, if no worker did."""
+
+
+def _q(s: str) -> str:
+    return shlex.quote(s)
+
+
+class _Attempt:
+    def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str):
+        self.t = transport
+        self.req = req
+        self.adapter = adapter
+        self.timing = timing
+        self.py = req.host.python
+        self.result = AttemptResult(
+            sweep_id=req.sweep_id,
+            cell_id=req.cell.id,
+            attempt=req.attempt,
+            status="harness_failure",
+            host=req.host.name,
+            agent=adapter.name,
+            item=req.item.id,
+            model={
+                "id": req.host.model.id,
+                "base_url": req.host.model.base_url,
+                "context": req.host.model.context,
+                "max_output": req.host.model.max_output,
+            },
+            harness_commit=req.harness_commit,
+            worker=worker,
+            values=req.cell.values,
+            seed=req.cell.seed,
+            started_at=utc_now(),
+        )
+        self.paths: AttemptPaths | None = None
+        self.pgid: int | None = None
+
+    # -- stages ------------------------------------------------------------------------------------
+    def stage(self) -> None:
+        self.t.open()
+        home = self.t.shell('printf %s "$HOME"', timeout=30)
+        workdir = self.req.host.workdir
+        if workdir.startswith("~"):
+            workdir = home.stdout.strip() + workdir[1:]
+        root = f"{workdir.rstrip('/')}/runs/{self.req.sweep_id}/{self.req.cell.id}/attempt-{self.req.attempt}"
+        self.paths = p = AttemptPaths(root)
+        self.result.workspace = p.workspace
+        # A fresh folder per attempt: whatever an earlier delivery of this task left is removed.
+        r = self.t.shell(
+            f"set -e; rm -rf {_q(root)}; mkdir -p {_q(p.workspace)} {_q(p.fleet)}; "
+            f"uname -srm; {_q(self.py)} -c 'import sys; print(sys.version.split()[0])'; "
+            f"df -Pk {_q(root)} | tail -n 1",
+            timeout=60,
+        )
+        if not r.ok:
+            raise AgentNotStarted(f"cannot prepare {root}: {r.tail()}", host=self.req.host.name)
+        lines = r.stdout.strip().splitlines()
+        if len(lines) >= 3:
+            df = lines[-1].split()
+            self.result.host_facts = {
+                "uname": lines[0],
+                "python": lines[1],
+                "disk_free_mb": str(int(df[3]) // 1024) if len(df) > 3 and df[3].isdigit() else "",
+            }
+        argv = self.adapter.argv(self.req.host, self.req.item, p)
+        self.result.agent_command = argv
+        launch = {
+            "argv": argv,
+            "env": self.adapter.env(self.req.host, p),
+            "cwd": p.workspace,
+            "deadline_s": self.req.item.timeout_s + self.timing.launcher_grace_s,
+        }
+        self.t.put(f"{p.fleet}/launch.py", LAUNCHER_SOURCE)
+        self.t.put(f"{p.fleet}/launch.json", json.dumps(launch).encode())
+        # The prompt travels as a file, byte for byte: it is never part of a command line.
+        self.t.put(p.prompt_file, self.req.prompt.encode("utf-8"))
+        for rel, data in self.adapter.files(self.req.host, self.req.item, p).items():
+            self.t.put(f"{root}/{rel}", data)
+
+    def start(self) -> None:
+        p = self.paths
+        assert p is not None
+        r = self.t.shell(
+            f"cd {_q(p.root)} && nohup {_q(self.py)} .fleet/launch.py run {_q(p.root)} "
+            f"> .fleet/launcher.log 2>&1 < /dev/null &",
+            timeout=30,
+        )
+        if not r.ok:
+            raise AgentNotStarted(f"launcher did not start: {r.tail()}", host=self.req.host.name)
+        deadline = time.monotonic() + self.timing.start_timeout_s
+        check = f"cd {_q(p.fleet)} && (cat started.json 2>/dev/null || (cat start_error.json 2>/dev/null | sed 's/^/ERR/'))"
+        while True:
+            out = self.t.shell(check, timeout=30).stdout.strip()
+            if out.startswith("ERR"):
+                err = json.loads(out[3:]).get("error", "unknown error")
+                raise AgentNotStarted(f"agent command could not start: {err}", host=self.req.host.name)
+            if out:
+                info = json.loads(out)
+                self.pgid = int(info["pgid"])
+                self.result.agent_started_at = utc_now()
+                return
+            if time.monotonic() > deadline:
+                log = self.t.shell(f"tail -c 400 {_q(p.fleet)}/launcher.log 2>/dev/null", timeout=30).stdout.strip()
+                raise AgentNotStarted(
+                    f"timeout before the agent started ({self.timing.start_timeout_s:.0f} s)"
+                    + (f": {log}" if log else ""),
+                    host=self.req.host.name,
+                )
+            time.sleep(self.timing.poll_min_s)
+
+    def wait(self) -> dict | None:
+        """Wait for exit.json; None when the item's timeout passed first."""
+        p = self.paths
+        assert p is not None
+        deadline = time.monotonic() + self.req.item.timeout_s
+        delay = self.timing.poll_min_s
+        while True:
+            out = self.t.shell(f"cat {_q(p.fleet)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
+            if out:
+                return json.loads(out)
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            time.sleep(min(delay, max(0.05, deadline - now)))
+            delay = min(delay * 1.5, self.timing.poll_max_s)
+
+    def kill(self) -> None:
+        """End the agent's process group: TERM, a grace, then KILL."""
+        if self.pgid is None or self.pgid <= 1:
+            return
+        g = int(self.pgid)
+        self.t.shell(
+            f"kill -TERM -- -{g} 2>/dev/null; i=0; while kill -0 -- -{g} 2>/dev/null && [ $i -lt "
+            f"{int(self.timing.kill_grace_s * 10)} ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{g} 2>/dev/null; true",
+            timeout=self.timing.kill_grace_s + 30,
+        )
+
+    def collect(self) -> None:
+        p = self.paths
+        assert p is not None
+        r = self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py pack {_q(p.root)}", timeout=300)
+        if not r.ok:
+            raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        arts: list[Artifact] = []
+        stdout = self._get(f"{p.fleet}/agent.stdout") or b""
+        arts.append(Artifact.of("agent.stdout", stdout))
+        arts.append(Artifact.of("agent.stderr", self._get(f"{p.fleet}/agent.stderr") or b""))
+        for name in ("exit.json", "launch.json", "launcher.log"):
+            data = self._get(f"{p.fleet}/{name}")
+            if data is not None:
+                arts.append(Artifact.of(f"harness/{name}", data))
+        manifest = self._get(f"{p.fleet}/manifest.json") or b"[]"
+        arts.append(Artifact.of("workspace.manifest.json", manifest))
+        tar = self._get(f"{p.fleet}/workspace.tar.gz")
+        if tar:
+            with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
+                for member in tf.getmembers():
+                    f = tf.extractfile(member) if member.isfile() else None
+                    if f is not None:
+                        arts.append(Artifact.of(f"workspace/{member.name}", f.read()))
+        arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
+        arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
+        for rel in self.adapter.collect():
+            data = self._get(f"{p.root}/{rel}")
+            if data is not None:
+                arts.append(Artifact.of(rel, data))
+        self.result.artifacts = arts
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            return self.t.get(path)
+        except FileNotFoundError:
+            return None
+
+    # -- the whole life ------------------------------------------------------------------------------
+    def run(self) -> AttemptResult:
+        t0 = time.monotonic()
+        res = self.result
+        try:
+            self.stage()
+            self.start()
+            try:
+                exit_info = self.wait()
+            except BaseException:
+                # Revoked, worker shutting down, or the host lost: never leave the agent running.
+                self._kill_quietly()
+                raise
+            if exit_info is None:
+                self.kill()
+                res.status = "timeout"
+                res.error = f"the agent ran past the item's timeout of {self.req.item.timeout_s} s and was stopped"
+            else:
+                res.status = "finished"
+                res.exit_code = exit_info.get("exit_code")
+                if exit_info.get("signal"):
+                    res.error = f"the agent ended by signal {exit_info['signal']}"
+            self.collect()
+        except InfrastructureError as exc:
+            res.status = "harness_failure"
+            res.reason = exc.reason
+            res.error = str(exc)
+        finally:
+            res.ended_at = utc_now()
+            res.duration_s = round(time.monotonic() - t0, 3)
+        return res
+
+    def _kill_quietly(self) -> None:
+        try:
+            self.kill()
+        except Exception:  # noqa: BLE001 - the host may be gone; the launcher's deadline is the backstop
+            pass
+
+
+def run_attempt(
+    transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = ""
+) -> AttemptResult:
+    """Run one attempt to the end and return its result (a harness failure is a result, not an exception)."""
+    return _Attempt(transport, req, adapter, timing, worker).run()

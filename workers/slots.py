@@ -1,0 +1,143 @@
+"""Host slots: at most ``slots`` runs at once on a host, however many workers and machines consume.
+
+Two implementations of one small interface:
+- ``RedisSlots``: leases in a Redis sorted set per host (member = lease id, score = expiry). A lease is
+  renewed by a heartbeat while its run goes on, so a worker that dies frees its slot when the lease
+  expires instead of holding it forever. Acquire is one Lua script, so two workers can never both take
+  the last slot.
+- ``FileSlots``: ``flock`` on one file per slot, for the embedded default where every worker is on this
+  machine. ``flock`` locks belong to an open file, so threads of one process exclude each other too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+__all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
+
+
+class Lease(ABC):
+    @abstractmethod
+    def release(self) -> None: ...
+
+
+class Slots(ABC):
+    @abstractmethod
+    def try_acquire(self, host: str, slots: int) -> Lease | None:
+        """Take a slot on ``host`` now, or return None."""
+
+    def acquire(self, host: str, slots: int, timeout: float | None = None, poll: float = 0.25) -> Lease | None:
+        """Wait for a slot; None if ``timeout`` passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            lease = self.try_acquire(host, slots)
+            if lease is not None:
+                return lease
+            if end is not None and time.monotonic() >= end:
+                return None
+            time.sleep(poll)
+
+
+_ACQUIRE = """
+local key, now, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+if redis.call('ZCARD', key) < slots then
+  redis.call('ZADD', key, now + ttl, id)
+  redis.call('PEXPIRE', key, math.ceil(ttl * 1000) + 1000)
+  return 1
+end
+return 0
+"""
+
+_RENEW = """
+local key, now, ttl, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+if redis.call('ZSCORE', key, id) then
+  redis.call('ZADD', key, now + ttl, id)
+  redis.call('PEXPIRE', key, math.ceil(ttl * 1000) + 1000)
+  return 1
+end
+return 0
+"""
+
+
+class _RedisLease(Lease):
+    def __init__(self, slots: "RedisSlots", key: str, lease_id: str) -> None:
+        self._slots, self._key, self._id = slots, key, lease_id
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name=f"slot-lease-{lease_id[:8]}", daemon=True)
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self._slots.ttl / 3):
+            try:
+                self._slots._renew(keys=[self._key], args=[self._slots._now(), self._slots.ttl, self._id])
+            except Exception:  # noqa: BLE001 - Redis blinked; the next beat retries, the TTL is the backstop
+                pass
+
+    def release(self) -> None:
+        self._stop.set()
+        try:
+            self._slots.client.zrem(self._key, self._id)
+        except Exception:  # noqa: BLE001 - the lease expires on its own
+            pass
+
+
+class RedisSlots(Slots):
+    def __init__(self, url: str, namespace: str = "", ttl: float = 30.0) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(url)
+        self.namespace = namespace
+        self.ttl = ttl
+        self._acquire = self.client.register_script(_ACQUIRE)
+        self._renew = self.client.register_script(_RENEW)
+
+    def _now(self) -> float:
+        # Redis's clock, so workers on machines with skewed clocks agree on expiry.
+        sec, usec = self.client.time()
+        return sec + usec / 1e6
+
+    def key(self, host: str) -> str:
+        return f"fleet:{self.namespace}:slots:{host}" if self.namespace else f"fleet:slots:{host}"
+
+    def try_acquire(self, host: str, slots: int) -> Lease | None:
+        lease_id = uuid.uuid4().hex
+        key = self.key(host)
+        if self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1:
+            return _RedisLease(self, key, lease_id)
+        return None
+
+
+class _FileLease(Lease):
+    def __init__(self, fh) -> None:  # type: ignore[no-untyped-def]
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+class FileSlots(Slots):
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def try_acquire(self, host: str, slots: int) -> Lease | None:
+        for i in range(slots):
+            fh = open(self.folder / f"{host}.{i}.lock", "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                continue
+            os.utime(self.folder / f"{host}.{i}.lock")
+            return _FileLease(fh)
+        return None

@@ -1,0 +1,104 @@
+"""Celery tasks. One task: run one attempt of one cell on its host and return the result.
+
+The task is safe to deliver twice: the attempt folder on the host is made afresh, and the coordinator
+records a (cell, attempt) once. The host's slot is held for the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+from celery import Task
+from celery.signals import worker_process_init
+
+from harness.errors import InfrastructureError, UsageError
+from harness.inventory import Host
+from harness.records import AttemptRequest, AttemptResult, utc_now
+from workers.adapters import adapter_for
+from workers.app import TASK_RUN_ATTEMPT, app
+from workers.attempt import Timing, run_attempt
+from workers.slots import FileSlots, RedisSlots, Slots
+from workers.transport import Transport, connect_for
+
+__all__ = ["run_attempt_task", "slots_backend", "timing_from_env"]
+
+_transports: dict[tuple, Transport] = {}
+_transports_lock = threading.Lock()
+_slots: Slots | None = None
+
+
+def slots_backend() -> Slots:
+    """Redis leases when a Redis broker is configured, else file locks beside the embedded broker."""
+    global _slots
+    if _slots is None:
+        url = os.environ.get("FLEET_SLOTS_URL") or os.environ.get("FLEET_BROKER_URL", "")
+        if url.startswith(("redis://", "rediss://", "unix://")):
+            _slots = RedisSlots(url, namespace=os.environ.get("FLEET_NAMESPACE", ""))
+        else:
+            folder = os.environ.get("FLEET_EMBEDDED_DIR") or str(Path.home() / ".cache" / "fleet-harness")
+            _slots = FileSlots(Path(folder) / "slots")
+    return _slots
+
+
+def timing_from_env() -> Timing:
+    """Tests and impatient users may shorten the start timeout; everything else keeps its default."""
+    start = os.environ.get("FLEET_START_TIMEOUT")
+    return Timing(start_timeout_s=float(start)) if start else Timing()
+
+
+def _transport(host: Host) -> Transport:
+    """Connections are reused per worker process, keyed by everything that identifies the host."""
+    key = (host.name, host.transport, host.address, host.port, host.user, host.host_key, host.identity_file)
+    with _transports_lock:
+        t = _transports.get(key)
+        if t is None or not t.alive:
+            if t is not None:
+                t.close()
+            t = _transports[key] = connect_for(host)
+        return t
+
+
+@worker_process_init.connect
+def _fresh_process(**_: object) -> None:
+    # A forked pool child must not share its parent's SSH sockets; and SIGTERM (revoke with
+    # terminate) must unwind through the attempt's cleanup, which kills the remote process group.
+    _transports.clear()
+
+    def _term(signum: int, frame: object) -> None:
+        raise SystemExit(f"terminated by signal {signum}")
+
+    signal.signal(signal.SIGTERM, _term)
+
+
+def _failure(req: AttemptRequest, reason: str, error: str, worker: str) -> AttemptResult:
+    now = utc_now()
+    return AttemptResult(
+        sweep_id=req.sweep_id, cell_id=req.cell.id, attempt=req.attempt, status="harness_failure",
+        reason=reason, error=error, host=req.host.name, agent=req.cell.agent, item=req.item.id,
+        harness_commit=req.harness_commit, worker=worker, values=req.cell.values, seed=req.cell.seed,
+        started_at=now, ended_at=now,
+    )
+
+
+@app.task(name=TASK_RUN_ATTEMPT, bind=True, acks_late=True)
+def run_attempt_task(self: Task, request: dict) -> dict:
+    req = AttemptRequest.model_validate(request)
+    worker = self.request.hostname or ""
+    lease = slots_backend().acquire(req.host.name, req.host.slots)
+    try:
+        try:
+            adapter = adapter_for(req.cell.agent, req.agent)
+        except UsageError as exc:
+            return _failure(req, "agent_unavailable", str(exc), worker).model_dump(mode="json")
+        transport = _transport(req.host)
+        try:
+            result = run_attempt(transport, req, adapter, timing=timing_from_env(), worker=worker)
+        except InfrastructureError as exc:  # run_attempt records these itself; belt and braces
+            result = _failure(req, exc.reason, str(exc), worker)
+        return result.model_dump(mode="json")
+    finally:
+        if lease is not None:
+            lease.release()

@@ -1,0 +1,65 @@
+"""The transport interface: a handful of hooks that the attempt lifecycle (workers.attempt) calls.
+
+A transport knows how to reach one host: open a connection, run a short POSIX shell script, put and get
+a file. Everything else (workspaces, starting the agent in its own process group, waiting, killing,
+downloading artifacts) is written once in ``workers.attempt`` on top of these hooks, so the embedded
+default (local) and the fleet (SSH) run the same code.
+
+Scripts passed to ``shell`` are built by the harness from fixed text and ``shlex.quote``-d paths; no
+prompt, model or transcript text is ever put into one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from harness.inventory import Host
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    """What a short shell script did."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def tail(self, n: int = 400) -> str:
+        return (self.stderr or self.stdout)[-n:].strip()
+
+
+class Transport(ABC):
+    """Reach one host. Implementations translate their library's errors into InfrastructureError."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    @abstractmethod
+    def open(self) -> None:
+        """Connect (checking the pinned host key); idempotent."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Drop the connection; idempotent."""
+
+    @abstractmethod
+    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+        """Run a short POSIX ``sh`` script on the host and wait for it."""
+
+    @abstractmethod
+    def put(self, path: str, data: bytes) -> None:
+        """Write ``data`` to the absolute ``path`` on the host (parent folders exist)."""
+
+    @abstractmethod
+    def get(self, path: str) -> bytes:
+        """Read the absolute ``path`` on the host."""
+
+    @property
+    def alive(self) -> bool:
+        """Whether a reused connection still looks usable."""
+        return True
