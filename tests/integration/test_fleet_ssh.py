@@ -1,0 +1,184 @@
+"""The spine end to end with real parts: redis-server, `fleet worker` processes, sshd hosts, the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import write_inventory, write_prompts
+from tests.integration.fleetkit import free_port, run_fleet
+
+pytestmark = pytest.mark.integration
+
+INJECTION = (
+    "Say \"hi\" and 'bye'.\n"
+    "$(touch /tmp/pwned-{tag})\n"
+    "`touch /tmp/pwned-{tag}`; touch /tmp/pwned-{tag} && echo $HOME\n"
+    "tab\there, backslash \\ and a trailing newline\n"
+)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _sweep(runs: Path, summary: dict) -> dict:
+    return json.loads((runs / summary["sweep"] / "sweep.json").read_text())
+
+
+def _check_artifacts(attempt_dir: Path) -> dict:
+    meta = json.loads((attempt_dir / "meta.json").read_text())
+    assert meta["artifacts"], attempt_dir
+    for art in meta["artifacts"]:
+        f = attempt_dir / art["name"]
+        assert f.is_file(), f
+        assert _sha(f) == art["sha256"], f
+        assert f.stat().st_size == art["size"]
+    return meta
+
+
+def test_sweep_three_hosts_three_items_two_repeats(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    tag = uuid.uuid4().hex[:8]
+    hosts = [ssh_hosts[n] for n in ("alpha", "bravo", "charlie")]
+    inv = write_inventory(tmp_path / "inv.toml", [h.toml(client_key[0]) for h in hosts])
+    injection = INJECTION.format(tag=tag)
+    prompts = write_prompts(
+        tmp_path / "prompts",
+        {"01-hello": "write hello.py that prints hello\n", "02-quote": injection, "03-unicode": "caf\u00e9 \u2603 — ok\n"},
+    )
+    workers(["alpha", "bravo", "charlie"], inv)
+    workers(["alpha", "bravo", "charlie"], inv)
+    runs = tmp_path / "runs"
+    r = run_fleet(
+        ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--repeat", "2", "--json", "--runs", str(runs),
+         "--broker", redis_server.url, "--label", "e2e"],
+        namespace,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert summary["status"] == "finished"
+    assert len(summary["cells"]) == 3 * 3 * 2
+    assert {c["status"] for c in summary["cells"]} == {"finished"}
+    assert all(c["attempts"] == 1 and c["exit_code"] == 0 for c in summary["cells"])
+
+    sweep = _sweep(runs, summary)
+    ids = [c["id"] for c in sweep["cells"]]
+    assert len(ids) == len(set(ids)) == 18
+    for cell in sweep["cells"]:
+        attempts = sweep["attempts"][cell["id"]]
+        assert [a["attempt"] for a in attempts] == [1]
+        folder = runs / summary["sweep"] / cell["id"] / "attempt-1"
+        meta = _check_artifacts(folder)
+        assert meta["host"] == cell["host"] and meta["status"] == "finished"
+        assert meta["harness_commit"]
+        assert meta["worker"]
+        # The prompt reached the agent byte for byte, through a file, on the remote host.
+        sent = (prompts / "open" / cell["item"] / "prompt.md").read_bytes()
+        assert (folder / "workspace" / "received.txt").read_bytes() == sent
+        assert (folder / "prompt.md").read_bytes() == sent
+    # Nothing in the prompt ran anywhere.
+    assert not Path(f"/tmp/pwned-{tag}").exists()
+    # The index holds each attempt once.
+    db = sqlite3.connect(runs / "index.sqlite")
+    rows = db.execute("SELECT COUNT(*), COUNT(DISTINCT cell_id) FROM attempts WHERE sweep_id = ?", (summary["sweep"],)).fetchone()
+    assert rows == (18, 18)
+    n_art = db.execute("SELECT COUNT(*) FROM artifacts WHERE sweep_id = ?", (summary["sweep"],)).fetchone()[0]
+    assert n_art >= 18 * 5
+
+
+def test_host_key_mismatch_is_harness_failure_and_nothing_runs(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    good, bad = ssh_hosts["alpha"], ssh_hosts["delta"]
+    # delta is pinned with alpha's key: delta's own key does not match.
+    inv = write_inventory(
+        tmp_path / "inv.toml",
+        [good.toml(client_key[0]), bad.toml(client_key[0], host_key=good.host_key_line).replace(
+            str(bad.workdir), str(tmp_path / "delta-work"))],
+    )
+    prompts = write_prompts(tmp_path / "prompts", {"01-hello": "hello\n"})
+    log_before = bad.log.read_text() if bad.log.exists() else ""
+    workers(["alpha", "delta"], inv)
+    runs = tmp_path / "runs"
+    r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                   "--broker", redis_server.url, "--max-attempts", "2"], namespace)
+    assert r.returncode == 0, r.stderr[-3000:]
+    cells = {c["host"]: c for c in json.loads(r.stdout)["cells"]}
+    assert cells["alpha"]["status"] == "finished"
+    assert cells["delta"]["status"] == "harness_failure"
+    assert cells["delta"]["reason"] == "host_key_mismatch"
+    assert cells["delta"]["attempts"] == 2
+    meta = json.loads((runs / json.loads(r.stdout)["sweep"] / cells["delta"]["id"] / "attempt-1" / "meta.json").read_text())
+    assert "mismatch" in meta["error"] and "SHA256:" in meta["error"]
+    # No command ran: no workspace was made and sshd accepted no login.
+    assert not (tmp_path / "delta-work").exists()
+    new_log = bad.log.read_text()[len(log_before):]
+    assert "Accepted publickey" not in new_log
+
+
+def test_refused_connection_is_retried_and_others_finish(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    alpha, bravo = ssh_hosts["alpha"], ssh_hosts["bravo"]
+    dead_port = free_port()  # nothing listens here: connections are refused
+    dead = alpha.toml(client_key[0], port=dead_port).replace("[hosts.alpha", "[hosts.ghost")
+    inv = write_inventory(tmp_path / "inv.toml", [alpha.toml(client_key[0]), bravo.toml(client_key[0]), dead])
+    prompts = write_prompts(tmp_path / "prompts", {"01-hello": "hello\n", "02-again": "again\n"})
+    workers(["alpha", "bravo", "ghost"], inv)
+    runs = tmp_path / "runs"
+    r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                   "--broker", redis_server.url, "--max-attempts", "3"], namespace)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    by_host: dict[str, list] = {}
+    for c in summary["cells"]:
+        by_host.setdefault(c["host"], []).append(c)
+    assert all(c["status"] == "finished" for h in ("alpha", "bravo") for c in by_host[h])
+    for c in by_host["ghost"]:
+        assert c["status"] == "harness_failure" and c["reason"] == "host_unreachable"
+        assert c["attempts"] == 3  # retried, every attempt kept
+        for k in (1, 2, 3):
+            meta = json.loads((runs / summary["sweep"] / c["id"] / f"attempt-{k}" / "meta.json").read_text())
+            assert meta["reason"] == "host_unreachable" and str(dead_port) in meta["error"]
+
+    # resume runs only the cells whose last attempt is a harness failure
+    r2 = run_fleet(["resume", summary["sweep"], "--json", "--runs", str(runs), "--broker", redis_server.url,
+                    "--max-attempts", "1"], namespace)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    after = {c["id"]: c for c in json.loads(r2.stdout)["cells"]}
+    for c in summary["cells"]:
+        expected = c["attempts"] + (1 if c["host"] == "ghost" else 0)
+        assert after[c["id"]]["attempts"] == expected
+
+
+def test_slots_one_holds_across_two_worker_processes(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    import subprocess
+
+    from tests.integration.fleetkit import FLEET, REPO, fleet_env
+
+    host = ssh_hosts["charlie"]
+    ledger = tmp_path / "ledger.txt"
+    agent = ["sh", "-c", f'echo "start $(date +%s.%N)" >> {ledger}; sleep 0.6; echo "end $(date +%s.%N)" >> {ledger}']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent, slots=1)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-a": "a\n", "02-b": "b\n", "03-c": "c\n"})
+    workers(["charlie"], inv, concurrency=3)
+    workers(["charlie"], inv, concurrency=3)
+    # Two sweeps at once: each keeps one attempt in flight, so two tasks for one host reach two workers.
+    procs = [
+        subprocess.Popen(
+            FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs",
+                     str(tmp_path / f"runs{i}"), "--broker", redis_server.url, "--repeat", "2"],
+            cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(2)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        assert {c["status"] for c in json.loads(out)["cells"]} == {"finished"}
+    events = [line.split() for line in ledger.read_text().splitlines()]
+    assert len(events) == 2 * 2 * 3 * 2
+    events.sort(key=lambda e: float(e[1]))
+    kinds = [e[0] for e in events]
+    assert kinds == ["start", "end"] * (len(events) // 2), "two runs overlapped on a host with slots = 1"
