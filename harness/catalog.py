@@ -90,7 +90,11 @@ class _Round(_Strict):
         return v
 
 
-def _check_placeholders(prompt: str, vars: dict[str, str], file: str, key: str) -> None:
+def _check_placeholders(
+    prompt: str, vars: dict[str, str], file: str, key: str, vars_file: str = "", vars_key: str = "vars"
+) -> None:
+    """Every placeholder of ``prompt`` (at ``file``/``key``) has a var; every var's generators are valid
+    (errors name ``vars_file``, default ``file``, at ``vars_key.NAME``)."""
     missing = sorted({m for m in _PLACEHOLDER.findall(prompt) if m not in vars})
     if missing:
         raise CatalogError(file, key, f"placeholder {{{{{missing[0]}}}}} has no entry in vars")
@@ -99,7 +103,7 @@ def _check_placeholders(prompt: str, vars: dict[str, str], file: str, key: str) 
             try:
                 _generate(kind, arg, random.Random(0))
             except ValueError as exc:
-                raise CatalogError(file, f"vars.{name}", str(exc)) from None
+                raise CatalogError(vars_file or file, f"{vars_key}.{name}", str(exc)) from None
 
 
 def load_open_item(folder: Path) -> Item:
@@ -116,7 +120,7 @@ def load_open_item(folder: Path) -> Item:
         raise CatalogError(str(prompt_file), "", "file not found") from None
     if not prompt.strip():
         raise CatalogError(str(prompt_file), "", "prompt is empty")
-    _check_placeholders(prompt, meta.vars, str(prompt_file), "")
+    _check_placeholders(prompt, meta.vars, str(prompt_file), "", vars_file=str(meta_file))
     return Item(
         id=folder.name,
         number=m.group(1),
@@ -137,7 +141,7 @@ def load_round(file: Path) -> list[Item]:
     data = validate(_Round, read_toml(file, CatalogError), str(file), CatalogError)
     items = []
     for i, task in enumerate(data.tasks):
-        _check_placeholders(task.prompt, task.vars, str(file), f"tasks[{i}].prompt")
+        _check_placeholders(task.prompt, task.vars, str(file), f"tasks[{i}].prompt", vars_key=f"tasks[{i}].vars")
         items.append(
             Item(
                 id=f"{name}.{task.id}",

@@ -345,6 +345,54 @@ def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-d
         sys.exit(1)
 
 
+@cli.group()
+def guard() -> None:
+    """Check the guard's rules on real output."""
+
+
+@guard.command("verdict")
+@click.argument("file")
+@click.option("--exit-code", type=int, default=None, help="The test command's exit status.")
+@click.option("--command", "command", default=None, help="The test command that printed the output.")
+def guard_verdict(file, exit_code, command) -> None:  # type: ignore[no-untyped-def]
+    """What the test-verdict recognizer makes of a test command's output (FILE, or - for stdin), as JSON."""
+    from harness.guard.verdict import recognize
+
+    if file == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    verdict = recognize(data.decode("utf-8", errors="replace"), exit_code=exit_code, command=command)
+    json.dump(verdict.to_json(), sys.stdout)
+    sys.stdout.write("\n")
+
+
+@cli.group()
+def model() -> None:
+    """The scripted model server (an OpenAI-compatible stand-in for a host's local model)."""
+
+
+@model.command("serve")
+@click.option("--script", "script", required=True, help="Script file (TOML or JSON, see docs/scripted-model.md).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
+@click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
+@click.option("--log", "log_path", default=None, help="Append every request and answer to this JSONL file.")
+def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore[no-untyped-def]
+    """Serve a script over HTTP until interrupted; prints `listening on URL` first."""
+    from harness.modelserver import ScriptError, serve
+
+    try:
+        serve(script, host=host, port=port, model_id=model_id, log_path=log_path)
+    except ScriptError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
@@ -358,7 +406,7 @@ def main(argv: list[str] | None = None) -> Any:
         exc.show()
         sys.exit(exc.exit_code)
     except FleetError as exc:
-        err_console.print(f"fleet: error: {exc}", markup=False)
+        err_console.print(f"fleet: error: {exc}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.errors import InventoryError, UsageError
-from harness.tomlfile import read_toml, validate
+from harness.tomlfile import FieldProblem, read_toml, validate
 
 __all__ = ["AgentConfig", "Host", "Inventory", "ModelEndpoint", "load_inventory", "BUNDLED_INVENTORY_DIR"]
 
@@ -77,7 +77,7 @@ class AgentConfig(_Strict):
     @model_validator(mode="after")
     def _command_needs_argv(self) -> "AgentConfig":
         if self.kind == "command" and not self.command:
-            raise ValueError("an agent of kind 'command' needs a non-empty 'command' list")
+            raise FieldProblem("command", "an agent of kind 'command' needs a non-empty list")
         return self
 
 
@@ -130,7 +130,7 @@ class Host(_Strict):
         if self.transport == "ssh":
             for key in ("address", "user", "host_key"):
                 if not getattr(self, key):
-                    raise ValueError(f"a host with transport 'ssh' needs '{key}'")
+                    raise FieldProblem(key, "required for a host with transport 'ssh'")
         return self
 
     @property

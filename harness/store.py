@@ -36,14 +36,20 @@ __all__ = ["Store", "atomic_write"]
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc}") from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StoreError(f"cannot write {path}: {exc}") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -170,11 +176,15 @@ class SweepWriter:
         if summary is not None and summary.status != "dispatched":
             return False
         folder = self.store.attempt_dir(sweep.id, result.cell_id, result.attempt)
+        # Check every artifact before writing any, so a refused delivery leaves no file behind.
+        files = []
         for art in result.artifacts:
             data = art.data()
             if sha256_hex(data) != art.sha256 or len(data) != art.size:
                 raise StoreError(f"{result.cell_id} attempt {result.attempt}: artifact {art.name} arrived corrupted")
-            atomic_write(folder / _safe_relpath(art.name), data)
+            files.append((folder / _safe_relpath(art.name), data))
+        for path, data in files:
+            atomic_write(path, data)
         # meta.json last: its presence means the attempt is complete on disk.
         atomic_write(folder / "meta.json", json.dumps(result.meta(), indent=2).encode())
         entry = AttemptSummary(

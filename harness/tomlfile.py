@@ -16,6 +16,15 @@ from harness.errors import _FileKeyError
 M = TypeVar("M", bound=BaseModel)
 
 
+class FieldProblem(ValueError):
+    """A validator's error about one key of the model it checks (a model-level validator has no field
+    location of its own): ``validate`` appends ``key`` to the location, so the message names that key."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        super().__init__(problem)
+
+
 def read_toml(path: Path, error: type[_FileKeyError]) -> dict[str, Any]:
     """Parse a TOML file; a missing or malformed file raises ``error`` naming the file and line."""
     try:
@@ -47,10 +56,14 @@ def validate(model: type[M], data: Any, file: str, error: type[_FileKeyError], p
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = key_path(tuple(first["loc"]))
+        loc = tuple(first["loc"])
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldProblem):
+            loc += (cause.key,)
+        key = key_path(loc)
         if prefix:
             key = f"{prefix}.{key}" if key else prefix
-        problem = first["msg"]
+        problem = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             problem = "unknown key"
         elif first["type"] == "missing":

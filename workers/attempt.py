@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import AgentNotStarted, InfrastructureError
+from harness.errors import AgentNotStarted, HostLost, HostUnreachable, InfrastructureError
 from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import Transport
@@ -37,7 +37,6 @@ class Timing:
     """The agent must have started by then, or the attempt is a harness failure (agent_not_started)."""
     poll_min_s: float = 0.2
     poll_max_s: float = 2.0
-    kill_grace_s: float = 5.0
     launcher_grace_s: float = 120.0
     """The launcher kills the agent itself this long after the timeout, if no worker did."""
 
@@ -75,6 +74,7 @@ class _Attempt:
         )
         self.paths: AttemptPaths | None = None
         self.pgid: int | None = None
+        self.launch_record: dict = {}
 
     # -- stages ------------------------------------------------------------------------------------
     def stage(self) -> None:
@@ -113,6 +113,8 @@ class _Attempt:
         }
         self.t.put(f"{p.fleet}/launch.py", LAUNCHER_SOURCE)
         self.t.put(f"{p.fleet}/launch.json", json.dumps(launch).encode())
+        # What is kept of the launch: environment names only, since values may be API keys.
+        self.launch_record = {**launch, "env": {k: "***" for k in launch["env"]}}
         # The prompt travels as a file, byte for byte: it is never part of a command line.
         self.t.put(p.prompt_file, self.req.prompt.encode("utf-8"))
         for rel, data in self.adapter.files(self.req.host, self.req.item, p).items():
@@ -166,15 +168,11 @@ class _Attempt:
             delay = min(delay * 1.5, self.timing.poll_max_s)
 
     def kill(self) -> None:
-        """End the agent's process group: TERM, a grace, then KILL."""
-        if self.pgid is None or self.pgid <= 1:
+        """End the agent's process group: TERM, a grace, then KILL (done by the launcher on the host)."""
+        if self.pgid is None or self.paths is None:
             return
-        g = int(self.pgid)
-        self.t.shell(
-            f"kill -TERM -- -{g} 2>/dev/null; i=0; while kill -0 -- -{g} 2>/dev/null && [ $i -lt "
-            f"{int(self.timing.kill_grace_s * 10)} ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{g} 2>/dev/null; true",
-            timeout=self.timing.kill_grace_s + 30,
-        )
+        p = self.paths
+        self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py kill {_q(p.root)}", timeout=60)
 
     def collect(self) -> None:
         p = self.paths
@@ -186,7 +184,8 @@ class _Attempt:
         stdout = self._get(f"{p.fleet}/agent.stdout") or b""
         arts.append(Artifact.of("agent.stdout", stdout))
         arts.append(Artifact.of("agent.stderr", self._get(f"{p.fleet}/agent.stderr") or b""))
-        for name in ("exit.json", "launch.json", "launcher.log"):
+        arts.append(Artifact.of("harness/launch.json", json.dumps(self.launch_record, indent=2).encode()))
+        for name in ("exit.json", "launcher.log"):
             data = self._get(f"{p.fleet}/{name}")
             if data is not None:
                 arts.append(Artifact.of(f"harness/{name}", data))
@@ -219,9 +218,13 @@ class _Attempt:
         res = self.result
         try:
             self.stage()
-            self.start()
             try:
+                self.start()
                 exit_info = self.wait()
+            except HostUnreachable as exc:
+                # The connection dropped and cannot be made again while the agent runs: the host is lost.
+                self._kill_quietly()
+                raise HostLost(f"lost after the agent was launched: {exc}", host=self.req.host.name) from exc
             except BaseException:
                 # Revoked, worker shutting down, or the host lost: never leave the agent running.
                 self._kill_quietly()

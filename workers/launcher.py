@@ -1,7 +1,7 @@
 """The launcher: uploaded to every attempt's folder on the host and run there with the host's Python.
 
 It must run on any host (Linux, macOS, WSL) with nothing but a Python 3.8+ standard library, so it
-imports nothing from the harness. Two verbs:
+imports nothing from the harness. Three verbs:
 
 ``run``  Reads ``.fleet/launch.json`` ({"argv", "env", "cwd", "deadline_s"}), starts the agent in its own
          process group (so the whole group can be killed on timeout or revoke), writes
@@ -9,6 +9,7 @@ imports nothing from the harness. Two verbs:
          start), and ``.fleet/exit.json`` when it ends. The argv comes from a file, never from a shell
          command line, so no prompt or model text ever reaches a shell. ``deadline_s`` is a last guard
          for a worker that vanished: past it the launcher kills the group itself.
+``kill`` Ends the agent's process group: what the worker calls on a timeout or a revoke.
 ``pack`` Writes ``.fleet/workspace.tar.gz`` with the workspace's files (size-capped, vendored folders
          skipped) and ``.fleet/manifest.json`` listing every file with its size and sha256.
 
@@ -38,7 +39,7 @@ def _write_json(path, data):
     os.replace(tmp, path)
 
 
-def _kill_group(pgid):
+def _kill_group(pgid, proc=None):
     for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(pgid, sig)
@@ -46,6 +47,8 @@ def _kill_group(pgid):
             return
         end = time.time() + wait
         while time.time() < end:
+            if proc is not None:
+                proc.poll()  # reap the agent itself: an unreaped zombie would keep its group "alive"
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
@@ -88,7 +91,7 @@ def run(base):
     while proc.poll() is None:
         if time.time() > deadline:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(proc.pid, proc)
             break
         time.sleep(0.2)
     code = proc.wait()
@@ -149,11 +152,27 @@ def pack(base):
     return 0
 
 
+def kill(base):
+    """End the agent's process group (TERM, a grace, then KILL). Python, not the shell's ``kill``,
+    because shells disagree on how to name a process group (dash rejects ``kill -- -PGID``)."""
+    try:
+        with open(os.path.join(base, ".fleet", "started.json")) as f:
+            pgid = int(json.load(f)["pgid"])
+    except (OSError, ValueError, KeyError):
+        return 0
+    if pgid > 1:
+        _kill_group(pgid)
+    return 0
+
+
+VERBS = {"run": run, "pack": pack, "kill": kill}
+
+
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("run", "pack"):
-        sys.stderr.write("usage: launch.py run|pack ATTEMPT_DIR\n")
+    if len(argv) != 3 or argv[1] not in VERBS:
+        sys.stderr.write("usage: launch.py run|pack|kill ATTEMPT_DIR\n")
         return 2
-    return run(argv[2]) if argv[1] == "run" else pack(argv[2])
+    return VERBS[argv[1]](argv[2])
 
 
 if __name__ == "__main__":

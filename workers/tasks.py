@@ -36,7 +36,8 @@ def slots_backend() -> Slots:
     if _slots is None:
         url = os.environ.get("FLEET_SLOTS_URL") or os.environ.get("FLEET_BROKER_URL", "")
         if url.startswith(("redis://", "rediss://", "unix://")):
-            _slots = RedisSlots(url, namespace=os.environ.get("FLEET_NAMESPACE", ""))
+            ttl = float(os.environ.get("FLEET_SLOT_TTL", "30"))
+            _slots = RedisSlots(url, namespace=os.environ.get("FLEET_NAMESPACE", ""), ttl=ttl)
         else:
             folder = os.environ.get("FLEET_EMBEDDED_DIR") or str(Path.home() / ".cache" / "fleet-harness")
             _slots = FileSlots(Path(folder) / "slots")

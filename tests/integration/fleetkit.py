@@ -112,7 +112,11 @@ class SSHHost:
             MaxStartups 100
             MaxSessions 100
             LogLevel VERBOSE
+            # Each host has a home of its own: `~` means something per host, and no login runs the
+            # test machine's own shell start-up files (root's bashrc may be slow or hold locks).
+            SetEnv HOME={self.folder / 'home'}
             """))
+        (self.folder / "home").mkdir(exist_ok=True)
 
     def start(self) -> None:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)

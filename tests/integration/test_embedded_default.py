@@ -1,0 +1,53 @@
+"""The embedded default: `fleet sweep` with no options, no Redis and no remote host; then status, show, rerun."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.fleetkit import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def _fleet(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_first_command_runs_the_bundled_items_here(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    r = _fleet(["sweep"], tmp_path, home)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "results in runs/" in r.stdout
+    runs = tmp_path / "runs"
+    (sweep_id,) = [p.name for p in runs.iterdir() if (p / "sweep.json").exists()]
+    sweep = json.loads((runs / sweep_id / "sweep.json").read_text())
+    assert sweep["status"] == "finished"
+    bundled = sorted(p.name for p in (REPO / "prompts" / "open").iterdir() if p.is_dir())
+    assert sorted(sweep["items"]) == bundled
+    assert all(a[-1]["status"] == "finished" for a in sweep["attempts"].values())
+    # The embedded broker is SQLite under runs/.queue, not Redis; the host workspace lives under $HOME.
+    assert (runs / ".queue" / "broker.sqlite").exists()
+    assert (home / ".local" / "share" / "fleet-harness" / "hosts" / "local" / "runs" / sweep_id).is_dir()
+
+    st = _fleet(["status", sweep_id, "--json"], tmp_path, home)
+    assert st.returncode == 0 and json.loads(st.stdout)["sweep"] == sweep_id
+
+    show = _fleet(["show", sweep_id, "local", "07"], tmp_path, home)
+    assert show.returncode == 0, show.stderr
+    assert "received the prompt" in show.stdout and "workspace/received-prompt.md" in show.stdout
+
+    rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    cells = {c["item"]: c for c in json.loads(rerun.stdout)["cells"]}
+    assert cells["07-photo-renamer"]["attempts"] == 2
+    assert all(c["attempts"] == 1 for k, c in cells.items() if k != "07-photo-renamer")

@@ -1,0 +1,130 @@
+"""What the fleet does when parts fail: timeouts, lost workers, lost hosts; and `fleet hosts check`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import write_inventory, write_prompts
+from tests.integration.fleetkit import FLEET, REPO, fleet_env, run_fleet
+
+pytestmark = pytest.mark.integration
+
+
+def _wait_for(path: Path, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > end:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    return "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_timeout_kills_the_process_group_and_is_not_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    host = ssh_hosts["bravo"]
+    pids = tmp_path / "pids"
+    # The agent starts a grandchild too: the whole group must end, not only the direct child.
+    agent = ["sh", "-c", f'sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; sleep 300']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-slow": "take your time\n"}, timeout_s=3)
+    workers(["bravo"], inv)
+    runs = tmp_path / "runs"
+    r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                   "--broker", redis_server.url], namespace)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (cell,) = json.loads(r.stdout)["cells"]
+    assert cell["status"] == "timeout" and cell["attempts"] == 1
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    end = time.monotonic() + 10
+    while any(_alive(p) for p in started) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in started), "the agent's process group outlived its timeout"
+
+
+def test_worker_lost_is_recorded_and_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    host = ssh_hosts["alpha"]
+    marker = tmp_path / "started"
+    agent = ["sh", "-c", f'touch {marker}; sleep 4; echo finished']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
+    w = workers(["alpha"], inv, concurrency=1, FLEET_SLOT_TTL="3")
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                 "--broker", redis_server.url],
+        cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for(marker)
+    for child in w.pool_children():  # the pool process running the attempt dies
+        os.kill(child, 9)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    (cell,) = json.loads(out)["cells"]
+    assert cell["attempts"] == 2 and cell["status"] == "finished"
+    sweep = json.loads((runs / json.loads(out)["sweep"] / "sweep.json").read_text())
+    first, second = sweep["attempts"][cell["id"]]
+    assert first["status"] == "harness_failure" and first["reason"] == "worker_lost"
+    assert second["status"] == "finished"
+
+
+def test_host_lost_mid_run_is_retried_when_it_returns(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    host = ssh_hosts["charlie"]
+    marker = tmp_path / "started"
+    agent = ["sh", "-c", f'if [ ! -e {marker} ]; then touch {marker}; sleep 5; fi; echo done']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
+    workers(["charlie"], inv)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                 "--broker", redis_server.url],
+        cwd=REPO, env=fleet_env(namespace, {"FLEET_RETRY_BACKOFF": "4"}), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        _wait_for(marker)
+        host.stop()  # sshd and every session it serves are gone
+        time.sleep(1.5)
+    finally:
+        host.start()
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    (cell,) = json.loads(out)["cells"]
+    sweep = json.loads((runs / json.loads(out)["sweep"] / "sweep.json").read_text())
+    attempts = sweep["attempts"][cell["id"]]
+    assert attempts[0]["status"] == "harness_failure" and attempts[0]["reason"] == "host_lost"
+    assert attempts[-1]["status"] == "finished" and len(attempts) == 2
+
+
+def test_hosts_check_reports_ssh_pin_model_and_disk(tmp_path, ssh_hosts, client_key, namespace):
+    from harness.modelserver import ScriptedModelServer
+
+    script = tmp_path / "script.toml"
+    script.write_text('schema_version = 1\nmodel_id = "scripted-model"\n')
+    with ScriptedModelServer(str(script)) as server:
+        good = ssh_hosts["alpha"].toml(client_key[0]).replace("http://127.0.0.1:9/v1", server.url)
+        down = ssh_hosts["bravo"].toml(client_key[0])
+        wrong = ssh_hosts["charlie"].toml(client_key[0], host_key=ssh_hosts["alpha"].host_key_line)
+        inv = write_inventory(tmp_path / "inv.toml", [good, down, wrong])
+        r = run_fleet(["hosts", "check", "--inventory", str(inv), "--json"], namespace)
+    assert r.returncode == 1, r.stderr  # not every host is ready
+    res = {h["host"]: h for h in json.loads(r.stdout)}
+    assert res["alpha"]["ok"] and res["alpha"]["ssh"] == "ok" and res["alpha"]["host_key"] == "matches pin"
+    assert res["alpha"]["model"] == "ok" and res["alpha"]["disk_free_mb"] > 0
+    assert res["alpha"]["agents"]["cmd"] == "found"
+    assert not res["bravo"]["ok"] and res["bravo"]["model"].startswith("down:")
+    assert not res["charlie"]["ok"] and res["charlie"]["host_key"].startswith("MISMATCH")

@@ -1,0 +1,246 @@
+"""The prompt catalog: bundled items load, selection works, template values are drawn reproducibly and
+rendered byte for byte, and every bad item folder or round file gives a CatalogError naming file and key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.catalog import BUNDLED_PROMPTS_DIR, draw_values, load_catalog, render
+from harness.errors import CatalogError, UsageError
+
+ITEM_TOML = 'schema_version = 1\ntitle = "T"\ntimeout_s = 60\n'
+ROUND = '''\
+schema_version = 1
+title = "R"
+repetitions = 2
+
+[[tasks]]
+id = "one"
+title = "One"
+prompt = "Write {{marker}} to out.txt"
+[tasks.vars]
+marker = "M-{hex:8}"
+
+[[tasks]]
+id = "two"
+title = "Two"
+deliverable = "answer"
+prompt = "Say hello"
+'''
+
+
+def make_prompts(root: Path, items: dict[str, tuple[str | None, str | None]], rounds: dict[str, str]) -> Path:
+    """items: folder -> (item.toml text or None, prompt.md text or None); rounds: name -> TOML text."""
+    for folder, (meta, prompt) in items.items():
+        d = root / "open" / folder
+        d.mkdir(parents=True)
+        if meta is not None:
+            (d / "item.toml").write_text(meta, encoding="utf-8")
+        if prompt is not None:
+            (d / "prompt.md").write_text(prompt, encoding="utf-8")
+    (root / "rounds").mkdir(parents=True, exist_ok=True)
+    for name, text in rounds.items():
+        (root / "rounds" / f"{name}.toml").write_text(text, encoding="utf-8")
+    return root
+
+
+# -- the bundled catalog -------------------------------------------------------------------------------
+
+
+def test_bundled_catalog_loads() -> None:
+    cat = load_catalog()
+    assert cat.root == str(BUNDLED_PROMPTS_DIR)
+    assert [i.id for i in cat.open_items] == ["07-photo-renamer", "09-sales-dashboard", "12-explain-only"]
+    assert [i.number for i in cat.open_items] == ["07", "09", "12"]
+    photo = cat.open_items[0]
+    assert photo.kind == "open" and photo.deliverable == "workspace" and photo.timeout_s == 900
+    assert photo.prompt == (BUNDLED_PROMPTS_DIR / "open/07-photo-renamer/prompt.md").read_text(encoding="utf-8")
+    assert cat.open_items[2].deliverable == "answer"
+    tasks = cat.rounds["qualification"]
+    assert [t.id for t in tasks] == ["qualification.sum-of-squares"]
+    task = tasks[0]
+    assert task.kind == "round" and task.round == "qualification" and task.repetitions == 1
+    assert set(task.vars) == {"project", "marker", "n"}
+    assert set(re.findall(r"\{\{(\w+)\}\}", task.prompt)) == set(task.vars)
+
+
+def test_select_by_number_id_and_round() -> None:
+    cat = load_catalog()
+    assert [i.id for i in cat.select(None, None)] == [i.id for i in cat.open_items]
+    assert [i.id for i in cat.select(["07"], None)] == ["07-photo-renamer"]
+    assert [i.id for i in cat.select(["12-explain-only", "07"], None)] == ["12-explain-only", "07-photo-renamer"]
+    assert [i.id for i in cat.select(["07", "07-photo-renamer"], None)] == ["07-photo-renamer"]  # no duplicates
+    assert [i.id for i in cat.select(None, "qualification")] == ["qualification.sum-of-squares"]
+    assert [i.id for i in cat.select(["qualification.sum-of-squares"], None)] == ["qualification.sum-of-squares"]
+    assert [i.id for i in cat.select(["09"], "qualification")] == ["09-sales-dashboard", "qualification.sum-of-squares"]
+
+
+def test_select_unknown_item_and_round() -> None:
+    cat = load_catalog()
+    with pytest.raises(UsageError) as err:
+        cat.select(["99"], None)
+    assert "unknown item '99'" in str(err.value) and "07, 09, 12" in str(err.value)
+    with pytest.raises(UsageError) as err:
+        cat.select(None, "nightly")
+    assert "unknown round 'nightly'" in str(err.value) and "qualification" in str(err.value)
+
+
+def test_round_tasks_from_a_folder(tmp_path: Path) -> None:
+    root = make_prompts(tmp_path, {"03-a": (ITEM_TOML, "hello")}, {"mini": ROUND})
+    cat = load_catalog(root)
+    one, two = cat.rounds["mini"]
+    assert (one.id, one.round, one.repetitions, one.vars) == ("mini.one", "mini", 2, {"marker": "M-{hex:8}"})
+    assert (two.id, two.deliverable, two.timeout_s) == ("mini.two", "answer", 900)
+    assert one.source == str(root / "rounds" / "mini.toml")
+
+
+# -- values and rendering -------------------------------------------------------------------------------
+
+VARS = {"h": "x-{hex:12}", "n": "{int:5-9}", "c": "{choice:red|green|blue}", "lit": "plain {text}", "two": "{hex:4}{hex:4}"}
+
+
+def test_draw_values_is_deterministic_per_seed() -> None:
+    a = draw_values(VARS, 1234)
+    assert a == draw_values(VARS, 1234)
+    assert re.fullmatch(r"x-[0-9a-f]{12}", a["h"])
+    assert 5 <= int(a["n"]) <= 9
+    assert a["c"] in {"red", "green", "blue"}
+    assert a["lit"] == "plain {text}"  # not a generator: literal
+    assert re.fullmatch(r"[0-9a-f]{8}", a["two"])
+
+
+def test_draw_values_differs_across_seeds() -> None:
+    draws = [draw_values(VARS, seed) for seed in range(40)]
+    assert len({d["h"] for d in draws}) == 40
+    assert {d["n"] for d in draws} == {"5", "6", "7", "8", "9"}
+    assert {d["c"] for d in draws} == {"red", "green", "blue"}
+
+
+def test_int_range_bounds_are_inclusive() -> None:
+    assert {draw_values({"v": "{int:3-3}"}, s)["v"] for s in range(5)} == {"3"}
+
+
+def test_render_replaces_only_placeholders_byte_for_byte() -> None:
+    prompt = (
+        'Write {{ project }}/result.json as {"marker": "{{marker}}", "n": N}.\n'
+        "def f():\n    return {k: v for k, v in d.items()}  # {single} braces\n"
+        "Run: echo $(date) `id` ${HOME} \\n \\1 {{{marker}}}\r\n\ttrailing  \n"
+    )
+    values = {"project": "p-1", "marker": "M\\1 $(x) {{project}}"}
+    out = render(prompt, values)
+    expected = (
+        'Write p-1/result.json as {"marker": "M\\1 $(x) {{project}}", "n": N}.\n'
+        "def f():\n    return {k: v for k, v in d.items()}  # {single} braces\n"
+        "Run: echo $(date) `id` ${HOME} \\n \\1 {M\\1 $(x) {{project}}}\r\n\ttrailing  \n"
+    )
+    assert out == expected
+    assert render("no placeholders {x} $(rm -rf /)", {}) == "no placeholders {x} $(rm -rf /)"
+
+
+def test_bundled_round_renders_with_no_placeholder_left() -> None:
+    task = load_catalog().rounds["qualification"][0]
+    values = draw_values(task.vars, 7)
+    out = render(task.prompt, values)
+    assert "{{" not in out and values["marker"] in out and '{"marker": ' in out
+
+
+# -- bad items and rounds -----------------------------------------------------------------------------------
+
+
+def load_error(root: Path) -> CatalogError:
+    with pytest.raises(CatalogError) as err:
+        load_catalog(root)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_missing_prompt_md(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"05-x": (ITEM_TOML, None)}, {}))
+    assert str(e) == f"{tmp_path / 'open/05-x/prompt.md'}: file not found"
+
+
+def test_missing_item_toml(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"05-x": (None, "hi")}, {}))
+    assert str(e) == f"{tmp_path / 'open/05-x/item.toml'}: file not found"
+
+
+def test_empty_prompt(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"05-x": (ITEM_TOML, "  \n\n")}, {}))
+    assert e.file == str(tmp_path / "open/05-x/prompt.md") and e.problem == "prompt is empty"
+
+
+def test_item_toml_missing_title_and_unknown_key(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"05-x": ('schema_version = 1\ntimeout_s = 5\n', "hi")}, {}))
+    assert (e.file, e.key, e.problem) == (str(tmp_path / "open/05-x/item.toml"), "title", "required key is missing")
+    e = load_error(make_prompts(tmp_path / "b", {"05-x": (ITEM_TOML + "timeout = 5\n", "hi")}, {}))
+    assert (e.key, e.problem) == ("timeout", "unknown key")
+
+
+def test_open_placeholder_without_var(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"05-x": (ITEM_TOML, "make {{thing}} now")}, {}))
+    assert e.file == str(tmp_path / "open/05-x/prompt.md")
+    assert "{{thing}}" in e.problem
+
+
+def test_open_bad_generator_names_item_toml(tmp_path: Path) -> None:
+    meta = ITEM_TOML + '[vars]\nthing = "{hex:0}"\n'
+    e = load_error(make_prompts(tmp_path, {"05-x": (meta, "make {{thing}} now")}, {}))
+    assert (e.file, e.key) == (str(tmp_path / "open/05-x/item.toml"), "vars.thing")
+    assert "{hex:0}" in e.problem
+
+
+def test_round_placeholder_without_var(tmp_path: Path) -> None:
+    text = ROUND.replace('prompt = "Say hello"', 'prompt = "Say {{greeting}}"')
+    e = load_error(make_prompts(tmp_path, {}, {"mini": text}))
+    assert (e.file, e.key) == (str(tmp_path / "rounds/mini.toml"), "tasks[1].prompt")
+    assert "{{greeting}}" in e.problem
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [("{hex:0}", "1..64"), ("{hex:65}", "1..64"), ("{hex:ab}", "1..64"), ("{int:9-1}", "A <= B"),
+     ("{int:a-b}", "A-B"), ("{int:5}", "A-B"), ("{choice:a||b}", "empty option")],
+)
+def test_round_bad_generator_names_task_var(tmp_path: Path, spec: str, words: str) -> None:
+    text = ROUND.replace('marker = "M-{hex:8}"', f'marker = "M-{spec}"')
+    e = load_error(make_prompts(tmp_path, {}, {"mini": text}))
+    assert (e.file, e.key) == (str(tmp_path / "rounds/mini.toml"), "tasks[0].vars.marker")
+    assert spec in e.problem and words in e.problem
+
+
+def test_round_duplicate_task_id(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {}, {"mini": ROUND.replace('id = "two"', 'id = "one"')}))
+    assert (e.file, e.key) == (str(tmp_path / "rounds/mini.toml"), "tasks")
+    assert "duplicate task id one" in e.problem
+
+
+def test_round_bad_values(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {}, {"mini": ROUND.replace("repetitions = 2", "repetitions = 0")}))
+    assert e.key == "repetitions"
+    e = load_error(make_prompts(tmp_path / "b", {}, {"mini": ROUND.replace('id = "two"', 'id = "Two!"')}))
+    assert e.key == "tasks[1].id"
+    e = load_error(make_prompts(tmp_path / "c", {}, {"mini": ROUND.replace('title = "One"', 'titel = "One"')}))
+    assert (e.key, e.problem) == ("tasks[0].title", "required key is missing (and 1 more problem)")
+    text = ROUND + "[[tasks\n"
+    e = load_error(make_prompts(tmp_path / "d", {}, {"mini": text}))
+    line = text.splitlines().index("[[tasks") + 1
+    assert e.file == str(tmp_path / "d/rounds/mini.toml") and "not valid TOML" in e.problem and f"line {line}" in e.problem
+
+
+@pytest.mark.parametrize("folder", ["7-x", "photo-renamer", "07_photo", "07-Photo", "0007-x"])
+def test_folder_not_named_nn_slug(tmp_path: Path, folder: str) -> None:
+    e = load_error(make_prompts(tmp_path, {folder: (ITEM_TOML, "hi")}, {}))
+    assert e.file == str(tmp_path / "open" / folder) and "NN-slug" in e.problem
+
+
+def test_duplicate_numbers(tmp_path: Path) -> None:
+    e = load_error(make_prompts(tmp_path, {"04-a": (ITEM_TOML, "a"), "04-b": (ITEM_TOML, "b")}, {}))
+    assert e.file == str(tmp_path / "open") and "04" in e.problem
+
+
+def test_missing_prompts_dir(tmp_path: Path) -> None:
+    e = load_error(tmp_path / "nope")
+    assert str(e) == f"{tmp_path / 'nope'}: prompts directory not found"

@@ -1,0 +1,109 @@
+"""The real ``fleet`` console script on bad input: exit code 2, exactly one line on stderr starting
+``fleet: error:``, naming the file and key, and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINp+KAVIeeJtmTE2mHUtyrWs6pTWHU1PACBUX+WdKpp4"
+
+
+def fleet_argv() -> list[str]:
+    beside = Path(sys.executable).parent / "fleet"
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("fleet")
+    return [found] if found else [sys.executable, "-m", "harness.cli"]
+
+
+def run_fleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k not in ("COLUMNS", "LINES")}
+    # The width of a plain 80-column terminal (also what rich assumes when stderr is not a terminal):
+    # an error line must stay one line however long the file path in it is.
+    env["COLUMNS"] = "80"
+    env["FLEET_HARNESS_COMMIT"] = "test-commit"
+    return subprocess.run(
+        [*fleet_argv(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("fleet: error: ")
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+@pytest.fixture()
+def bad_inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "inventories" / "a-rather-long-folder-name-for-the-fleet" / "bad-fleet.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        f"""schema_version = 1
+[hosts.box]
+address = "box.lan"
+user = "qual"
+host_key = "{KEY}"
+slots = 0
+model = {{ base_url = "http://127.0.0.1:8080/v1", id = "m", context = 4096, max_output = 512 }}
+[hosts.box.agents.echo]
+command = ["echo", "{{prompt_file}}"]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_bad_inventory_in_sweep(tmp_path: Path, bad_inventory: Path) -> None:
+    proc = run_fleet("sweep", "-i", str(bad_inventory), "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert_one_line_error(proc, str(bad_inventory), "hosts.box.slots")
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*/sweep.json"))
+
+
+def test_bad_inventory_in_hosts_check(tmp_path: Path, bad_inventory: Path) -> None:
+    proc = run_fleet("hosts", "check", "-i", str(bad_inventory), cwd=tmp_path)
+    assert_one_line_error(proc, str(bad_inventory), "hosts.box.slots")
+
+
+def test_missing_inventory_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    proc = run_fleet("hosts", "check", "-i", str(missing), cwd=tmp_path)
+    assert_one_line_error(proc, f"{missing}: file not found")
+
+
+def test_unknown_host(tmp_path: Path) -> None:
+    proc = run_fleet("sweep", "--hosts", "nope", "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert_one_line_error(proc, "unknown host nope", "local.toml")
+
+
+def test_unknown_item(tmp_path: Path) -> None:
+    proc = run_fleet("sweep", "--items", "99", "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert_one_line_error(proc, "unknown item '99'")
+
+
+def test_status_on_empty_runs_dir(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    proc = run_fleet("status", "--runs", str(runs), cwd=tmp_path)
+    assert_one_line_error(proc, str(runs), "no sweeps yet")
+
+
+def test_status_of_unknown_sweep(tmp_path: Path) -> None:
+    proc = run_fleet("status", "20990101-000000-nope", "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert_one_line_error(proc, "no sweep '20990101-000000-nope'")
+
+
+def test_worker_without_a_broker(tmp_path: Path) -> None:
+    proc = run_fleet("worker", cwd=tmp_path)
+    assert_one_line_error(proc, "needs a broker", "FLEET_BROKER_URL")
