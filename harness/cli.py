@@ -282,8 +282,9 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
 @common_inventory
 @click.option("--concurrency", type=int, default=None, help="Pool size (default: the hosts' slots added up).")
 @click.option("--loglevel", default="INFO", show_default=True)
+@click.option("--name", default="fleet", show_default=True, help="Worker node name (NAME@this-machine), kept in each attempt's meta.")
 @common_broker
-def worker(hosts, inventory, concurrency, loglevel, broker) -> None:  # type: ignore[no-untyped-def]
+def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:  # type: ignore[no-untyped-def]
     """Start a Celery worker consuming the named hosts' queues (needs a Redis broker)."""
     from harness.inventory import load_inventory
     from workers.app import Settings, configure, queue_for, redact
@@ -304,7 +305,7 @@ def worker(hosts, inventory, concurrency, loglevel, broker) -> None:  # type: ig
     err_console.print(f"fleet worker: broker {redact(settings.broker_url)}, queues {queues}", markup=False)
     app.worker_main(
         ["worker", f"--queues={queues}", f"--concurrency={concurrency or max(1, total)}", f"--loglevel={loglevel}",
-         "--without-gossip", "--without-mingle", "--pool=prefork"]
+         "--without-gossip", "--without-mingle", "--pool=prefork", f"--hostname={name}@%h"]
     )
 
 
@@ -396,11 +397,9 @@ def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore
 def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
-    except click.exceptions.Abort:
-        err_console.print("fleet: interrupted")
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err_console.print("fleet: interrupted; the sweep can be continued with `fleet resume`")
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # click turns Ctrl-C into Abort; running attempts were revoked and their agents stopped.
+        err_console.print("fleet: interrupted; a sweep can be continued with `fleet resume SWEEP`", soft_wrap=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

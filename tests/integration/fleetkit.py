@@ -191,7 +191,7 @@ class Worker:
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log = folder / f"{self.name}.log"
         args = FLEET + ["worker", "--inventory", str(inventory), "--hosts", ",".join(hosts), "--broker", broker,
-                        "--loglevel", "INFO"]
+                        "--loglevel", "INFO", "--name", self.name]
         if concurrency:
             args += ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(

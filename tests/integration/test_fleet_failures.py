@@ -128,3 +128,73 @@ def test_hosts_check_reports_ssh_pin_model_and_disk(tmp_path, ssh_hosts, client_
     assert res["alpha"]["agents"]["cmd"] == "found"
     assert not res["bravo"]["ok"] and res["bravo"]["model"].startswith("down:")
     assert not res["charlie"]["ok"] and res["charlie"]["host_key"].startswith("MISMATCH")
+
+
+def test_a_failing_model_result_is_not_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    host = ssh_hosts["bravo"]
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=["sh", "-c", "echo no; exit 3"])])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
+    workers(["bravo"], inv)
+    r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs",
+                   str(tmp_path / "runs"), "--broker", redis_server.url], namespace)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (cell,) = json.loads(r.stdout)["cells"]
+    assert (cell["status"], cell["exit_code"], cell["attempts"]) == ("finished", 3, 1)
+
+
+def test_a_task_whose_whole_worker_died_is_delivered_again(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    host = ssh_hosts["delta"]
+    marker = tmp_path / "started"
+    agent = ["sh", "-c", f'touch {marker}; sleep 3; echo finished']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
+    fast = {"FLEET_VISIBILITY_TIMEOUT": "4", "FLEET_SLOT_TTL": "3"}
+    first = workers(["delta"], inv, concurrency=1, **fast)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                 "--broker", redis_server.url],
+        cwd=REPO, env=fleet_env(namespace, fast), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for(marker)
+    os.killpg(first.proc.pid, 9)  # the whole worker, main process and pool, dies without a word
+    first.proc.wait(10)
+    time.sleep(5)  # past the visibility timeout: the unacknowledged task may be delivered again
+    second = workers(["delta"], inv, concurrency=1, **fast)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    (cell,) = json.loads(out)["cells"]
+    # The same attempt ran to the end on the second worker and was recorded once.
+    assert cell["status"] == "finished" and cell["attempts"] == 1
+    meta = json.loads((runs / json.loads(out)["sweep"] / cell["id"] / "attempt-1" / "meta.json").read_text())
+    assert meta["worker"].startswith(second.name + "@") and "finished" in (runs / json.loads(out)["sweep"] / cell["id"] / "attempt-1" / "agent.stdout").read_text()
+
+
+def test_interrupting_a_sweep_revokes_and_kills_the_remote_agent(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    import signal
+
+    host = ssh_hosts["alpha"]
+    pids = tmp_path / "pids"
+    agent = ["sh", "-c", f'sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
+    workers(["alpha"], inv, concurrency=1)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                 "--broker", redis_server.url],
+        cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for(pids)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "fleet resume" in err
+    (sweep_dir,) = [p for p in runs.iterdir() if (p / "sweep.json").exists()]
+    assert json.loads((sweep_dir / "sweep.json").read_text())["status"] == "interrupted"
+    started = [int(p) for p in pids.read_text().split()]
+    end = time.monotonic() + 20
+    while any(_alive(p) for p in started) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in started), "a revoked attempt left its agent running on the host"
