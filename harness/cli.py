@@ -82,6 +82,10 @@ def _run_with_progress(coordinator_call, as_json: bool):  # type: ignore[no-unty
             prog.stop()
 
 
+def _warn(text: str) -> None:
+    err_console.print(f"fleet: warning: {text}", markup=False, soft_wrap=True)
+
+
 def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     from harness.outcome import label
     from harness.progress import matrix_table
@@ -134,7 +138,7 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     settings = _settings(store.root, broker)
 
     def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
         return co.sweep(
             inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
             repeat=repeat, label=label,
@@ -166,7 +170,7 @@ def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, as_json, ru
     settings = _settings(store.root, broker)
 
     def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
         return co.rerun(sweep_id, inv, host, item, agent, rep)
 
     result = _run_with_progress(call, as_json)
@@ -191,7 +195,7 @@ def resume(sweep_id, inventory, max_attempts, as_json, runs, broker) -> None:  #
     settings = _settings(store.root, broker)
 
     def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start)
+        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
         return co.resume(sweep_id, inv)
 
     result = _run_with_progress(call, as_json)

@@ -27,6 +27,7 @@ class Coordinator:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     on_event: Callable[[Event], None] = lambda e: None
     on_start: Callable[[SweepRecord], None] = lambda s: None
+    on_warning: Callable[[str], None] = lambda text: None
 
     # -- verbs -----------------------------------------------------------------------------------------
     def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:  # type: ignore[no-untyped-def]
@@ -100,6 +101,7 @@ class Coordinator:
     def _workers(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
         app = configure(self.settings)
         if not self.settings.embedded:
+            self._warn_unserved(app, hosts)
             yield
             return
         from harness.embedded import embedded_worker
@@ -108,6 +110,19 @@ class Coordinator:
         concurrency = min(16, sum(inventory.hosts[h].slots for h in hosts))
         with embedded_worker(app, queues, concurrency):
             yield
+
+    def _warn_unserved(self, app, hosts: set[str]) -> None:  # type: ignore[no-untyped-def]
+        """Say which host queues no running worker consumes: the sweep would wait for one."""
+        try:
+            replies = app.control.inspect(timeout=1.5).active_queues() or {}
+        except Exception as exc:  # noqa: BLE001 - only a hint; dispatch itself reports broker errors
+            self.on_warning(f"could not ask the workers which queues they consume: {exc}")
+            return
+        served = {q["name"] for queues in replies.values() for q in queues}
+        for host in sorted(hosts):
+            queue = queue_for(host, self.settings.namespace)
+            if queue not in served:
+                self.on_warning(f"no running worker consumes {queue}: start one with `fleet worker --hosts {host}`")
 
     def _run(
         self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[tuple[Cell, int]]]

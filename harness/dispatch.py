@@ -88,12 +88,9 @@ class Dispatcher:
         self._limit: dict[str, int] = {}
 
     # -- public --------------------------------------------------------------------------------------
-    def run(self, cells: list[tuple[Cell, int]], adopt: list[tuple[Cell, int, str]] = ()) -> None:  # type: ignore[assignment]
-        """Run ``(cell, attempt number)`` pairs to completion; ``adopt`` are attempts already in flight."""
-        for cell, attempt, task_id in adopt:
-            self._in_flight[task_id] = _InFlight(cell, attempt, AsyncResult(task_id, app=self.app))
-            self._per_host[cell.host] += 1
-        for cell, attempt in list(cells) + [(c, a) for c, a, _ in adopt]:
+    def run(self, cells: list[tuple[Cell, int]]) -> None:
+        """Run ``(cell, attempt number)`` pairs to completion, retrying harness failures."""
+        for cell, attempt in cells:
             self._limit.setdefault(cell.id, attempt + self.retry.max_attempts - 1)
         for cell, attempt in cells:
             self._waiting[cell.host].append((cell, attempt))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.records import AttemptSummary
 
-__all__ = ["label", "is_final"]
+__all__ = ["label"]
 
 STYLES = {"ok": "green", "exit": "yellow", "timeout": "yellow", "HARNESS_FAILURE": "red", "pending": "dim", "running": "cyan"}
 
@@ -26,10 +26,3 @@ def label(a: AttemptSummary | None) -> tuple[str, str]:
     if a.exit_code == 0:
         return "ok", STYLES["ok"]
     return f"exit {a.exit_code}", STYLES["exit"]
-
-
-def is_final(a: AttemptSummary | None, max_attempts: int) -> bool:
-    """A cell is settled when its last attempt is a result, or a harness failure with no retry left."""
-    if a is None or a.status == "dispatched":
-        return False
-    return a.status != "harness_failure" or a.attempt >= max_attempts

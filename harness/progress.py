@@ -32,7 +32,7 @@ class SweepProgress:
         self.tasks: dict[str, int] = {}
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: {"running": 0, "finished": 0, "failed": 0})
 
-    def start(self, sweep: SweepRecord, todo_per_host: dict[str, int] | None = None) -> None:
+    def start(self, sweep: SweepRecord) -> None:
         per_host: dict[str, int] = defaultdict(int)
         for c in sweep.cells:
             per_host[c.host] += 1
