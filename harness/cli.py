@@ -398,6 +398,40 @@ def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+@hosts.command("prepare")
+@common_inventory
+@click.option("--hosts", "names", help="Comma-separated host names (default: all).")
+def hosts_prepare(inventory, names) -> None:  # type: ignore[no-untyped-def]
+    """Install this harness (this exact code) into a virtual environment on each host, if not there yet."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.errors import InfrastructureError
+    from harness.inventory import load_inventory
+    from workers.install import ensure_harness, source_release
+    from workers.transport import connect_for
+
+    inv = load_inventory(inventory)
+    chosen = inv.select(_csv(names))
+    release = source_release()
+
+    def prepare(host):  # type: ignore[no-untyped-def]
+        t = connect_for(host)
+        try:
+            return host.name, True, ensure_harness(t, host, release)
+        except InfrastructureError as exc:
+            return host.name, False, str(exc)
+        finally:
+            t.close()
+
+    with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
+        results = list(pool.map(prepare, chosen))
+    for name, ok, text in results:
+        console.print(f"{name}: {'ready' if ok else 'FAILED'} {text}", markup=False, soft_wrap=True)
+    console.print(f"release {release.id}", markup=False)
+    if not all(ok for _, ok, _ in results):
+        sys.exit(1)
+
+
 def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="fleet", standalone_mode=False)

@@ -103,6 +103,11 @@ class _Attempt:
                 "python": lines[1],
                 "disk_free_mb": str(int(df[3]) // 1024) if len(df) > 3 and df[3].isdigit() else "",
             }
+        if self.adapter.needs_harness:
+            from workers.install import ensure_harness, source_release
+
+            self.adapter.harness_python = ensure_harness(self.t, self.req.host)
+            self.result.host_facts["harness_release"] = source_release().id
         argv = self.adapter.argv(self.req.host, self.req.item, p)
         self.result.agent_command = argv
         launch = {

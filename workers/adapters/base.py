@@ -40,9 +40,14 @@ class AttemptPaths:
 class AgentAdapter(ABC):
     """How to run one kind of agent for one attempt."""
 
+    needs_harness: bool = False
+    """True for agents that run the harness's own code on the host (the builtin agent): the lifecycle
+    installs the coordinator's release there first and sets ``harness_python``."""
+
     def __init__(self, name: str, config: AgentConfig) -> None:
         self.name = name
         self.config = config
+        self.harness_python: str = ""
 
     @abstractmethod
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
