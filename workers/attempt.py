@@ -205,11 +205,19 @@ class _Attempt:
                         arts.append(Artifact.of(f"workspace/{member.name}", f.read()))
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
         arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
+        collected: dict[str, bytes] = {}
         for rel in self.adapter.collect():
             data = self._get(f"{p.root}/{rel}")
             if data is not None:
+                collected[rel] = data
                 arts.append(Artifact.of(rel, data))
         self.result.artifacts = arts
+        why = self.adapter.infrastructure_failure(self.result.exit_code, collected)
+        if why:
+            # Kept with every file it left, but it is the fleet's failure, not the model's answer.
+            self.result.status = "harness_failure"
+            self.result.reason = "model_endpoint"
+            self.result.error = why
 
     def _get(self, path: str) -> bytes | None:
         try:

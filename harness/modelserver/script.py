@@ -5,16 +5,22 @@ to answer to each chat request: first the ``rules`` are tried (answers chosen by
 conversation), then the next of the ``turns`` (consumed in order, per conversation), then the
 ``fallback``. The format is documented field by field in ``docs/scripted-model.md``.
 
+Several scripts can be played at once (``ScriptSet``): each new conversation is played by the first
+script whose ``select`` matches its first user message, else by the first script without ``select``.
+
 Playback (``ScriptPlayer``) is kept apart from HTTP (``server.py``) so that what a script answers can be
 reasoned about, and tested, without a socket.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import re
 import threading
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,19 +34,24 @@ __all__ = [
     "SCHEMA_VERSION",
     "ScriptError",
     "Match",
+    "Select",
     "ToolCallSpec",
     "Step",
     "Rule",
     "Script",
     "load_script",
+    "load_scripts",
     "parse_script",
+    "script_paths",
     "ToolCallOut",
     "Answer",
     "ScriptPlayer",
+    "ScriptSet",
     "message_text",
 ]
 
 SCHEMA_VERSION = 1
+SCRIPT_SUFFIXES = (".toml", ".json")
 
 DEFAULT_FALLBACK_TEXT = "(scripted model: the script has no more turns)"
 
@@ -101,6 +112,27 @@ class Match(_Strict):
     def _not_empty(self) -> Match:
         if all(v is None for v in self.__dict__.values()):
             raise ValueError("a match needs at least one condition")
+        return self
+
+
+class Select(_Strict):
+    """Which conversations a script of a set plays: all the given conditions must hold on the
+    conversation's first ``user`` message, when the conversation starts. Substring tests are case-sensitive."""
+
+    first_user_contains: str | None = None
+    """The first message with role ``user`` contains this text."""
+    first_user_regex: str | None = None
+    """The first ``user`` message matches this regular expression (``re.search``)."""
+
+    @field_validator("first_user_regex")
+    @classmethod
+    def _regex_compiles(cls, pattern: str | None) -> str | None:
+        return pattern if pattern is None else _check_regex(pattern)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Select:
+        if all(v is None for v in self.__dict__.values()):
+            raise ValueError("a select needs at least one condition")
         return self
 
 
@@ -175,6 +207,8 @@ class Script(_Strict):
     """Context size in tokens the server reports and enforces, unless the server is given one."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """Per-reply output limit in tokens, unless the server is given one."""
+    select: Select | None = None
+    """In a set of scripts, the conversations this one plays; without it, the set's fallback script."""
     values: dict[str, str] = Field(default_factory=dict)
     """Name -> regular expression found in the conversation, used as ``{{values.NAME}}``."""
     rules: list[Rule] = Field(default_factory=list)
@@ -250,7 +284,7 @@ def load_script(path: str | Path) -> Script:
     path = Path(path)
     file = str(path)
     suffix = path.suffix.lower()
-    if suffix not in (".toml", ".json"):
+    if suffix not in SCRIPT_SUFFIXES:
         raise ScriptError(file, "", "a script must be a .toml or .json file")
     try:
         raw = path.read_text(encoding="utf-8")
@@ -263,6 +297,52 @@ def load_script(path: str | Path) -> Script:
     except json.JSONDecodeError as exc:
         raise ScriptError(file, "(syntax)", f"{exc.msg} (at line {exc.lineno}, column {exc.colno})") from None
     return parse_script(data, file)
+
+
+_GLOB_MAGIC = re.compile(r"[*?[]")
+
+
+def _is_script_file(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in SCRIPT_SUFFIXES
+
+
+def script_paths(paths_or_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The script files named by one argument or several, in order, each file once.
+
+    Each argument is a directory (its ``*.toml`` and ``*.json`` files, not recursive, sorted by name), a
+    glob pattern that names no existing file (its matching ``.toml``/``.json`` files, sorted; ``**``
+    recurses), or a file, kept as given so that ``load_script`` reports it if it is missing or not a
+    script. A directory or pattern that yields no script raises ``ScriptError``. This is what
+    ``fleet model serve --script A --script DIR`` expands its arguments with.
+    """
+    specs = [paths_or_dir] if isinstance(paths_or_dir, (str, os.PathLike)) else list(paths_or_dir)
+    found: list[Path] = []
+    for spec in specs:
+        path = Path(spec)
+        if path.is_dir():
+            files = sorted((p for p in path.iterdir() if _is_script_file(p)), key=lambda p: p.name)
+            if not files:
+                raise ScriptError(str(path), "", "no .toml or .json script in this directory")
+        elif not path.exists() and _GLOB_MAGIC.search(str(spec)):
+            files = sorted(p for p in map(Path, glob.glob(str(spec), recursive=True)) if _is_script_file(p))
+            if not files:
+                raise ScriptError(str(spec), "", "no .toml or .json script matches this pattern")
+        else:
+            files = [path]
+        found += files
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def load_scripts(paths_or_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> dict[str, Script]:
+    """Load a set of scripts: file path (as expanded by ``script_paths``) -> script, in order.
+
+    The result can be given to ``ScriptSet`` or ``ScriptedModelServer(scripts=...)``; its keys name
+    the scripts in the request log. The first bad script raises ``ScriptError``.
+    """
+    return {str(path): load_script(path) for path in script_paths(paths_or_dir)}
 
 
 @dataclass(frozen=True)
@@ -288,6 +368,8 @@ class Answer:
     finish_reason: Literal["stop", "tool_calls", "length"] = "stop"
     missing_values: tuple[str, ...] = ()
     """Placeholders left as written because their regular expression found nothing."""
+    script: str | None = None
+    """The name of the script that answered (its file path in a set loaded from files), if it has one."""
 
 
 def message_text(message: Any) -> str:
@@ -302,6 +384,10 @@ def message_text(message: Any) -> str:
 
 def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request.get("messages", []) if isinstance(m, dict)]
+
+
+def _first_user(messages: list[dict[str, Any]]) -> str | None:
+    return next((message_text(m) for m in messages if m.get("role") == "user"), None)
 
 
 def _last_user(messages: list[dict[str, Any]]) -> str | None:
@@ -342,6 +428,16 @@ def _matches(match: Match, request: dict[str, Any]) -> bool:
     return all(check(wanted) for wanted, check in checks if wanted is not None)
 
 
+def _selects(select: Select, request: dict[str, Any]) -> bool:
+    """Whether every condition of ``select`` holds for the conversation that ``request`` starts."""
+    user = _first_user(_messages(request))
+    checks = [
+        (select.first_user_contains, lambda s: user is not None and s in user),
+        (select.first_user_regex, lambda p: user is not None and re.search(p, user) is not None),
+    ]
+    return all(check(wanted) for wanted, check in checks if wanted is not None)
+
+
 def _find_values(script: Script, request: dict[str, Any]) -> dict[str, str]:
     """First match of each value's regex in the system, user and tool messages, in order (group 1 if any)."""
     texts = [message_text(m) for m in _messages(request) if m.get("role") in ("system", "user", "tool")]
@@ -373,7 +469,9 @@ def _fill(value: Any, found: dict[str, str], missing: set[str]) -> Any:
     return value
 
 
-def _render(script: Script, source: str, step: Step, turn: int, request: dict[str, Any]) -> Answer:
+def _render(
+    script: Script, source: str, step: Step, turn: int, request: dict[str, Any], name: str | None = None
+) -> Answer:
     found = _find_values(script, request) if script.values else {}
     missing: set[str] = set()
     content = _fill(step.text or "", found, missing)
@@ -389,7 +487,7 @@ def _render(script: Script, source: str, step: Step, turn: int, request: dict[st
             last = calls[-1]
             keep = step.cut_arguments_at if step.cut_arguments_at is not None else len(last.arguments) // 2
             calls[-1] = ToolCallOut(last.id, last.name, last.arguments[:keep])
-    return Answer(turn, source, step, content, tuple(calls), finish, tuple(sorted(missing)))
+    return Answer(turn, source, step, content, tuple(calls), finish, tuple(sorted(missing)), name)
 
 
 @dataclass
@@ -402,8 +500,10 @@ class _Conversation:
 class ScriptPlayer:
     """Plays a script to many conversations at once, each consuming its own turns. Thread-safe."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, name: str | None = None) -> None:
         self.script = script
+        self.name = name
+        """Put in every ``Answer.script``."""
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}
 
@@ -414,7 +514,7 @@ class ScriptPlayer:
             state.requests += 1
             source, step = self._choose(state, request)
             turn = state.requests
-        return _render(self.script, source, step, turn, request)
+        return _render(self.script, source, step, turn, request, self.name)
 
     def _choose(self, state: _Conversation, request: dict[str, Any]) -> tuple[str, Step]:
         for i, rule in enumerate(self.script.rules):
@@ -430,3 +530,58 @@ class ScriptPlayer:
         """Forget every conversation, so the next request of each starts the script again."""
         with self._lock:
             self._conversations.clear()
+
+
+class ScriptSet:
+    """Several scripts played at once, one per conversation. Thread-safe.
+
+    A new conversation is played by the first script whose ``select`` holds on its first user message,
+    else by the first script without ``select`` (the fallback script); that choice holds for the rest of
+    the conversation. ``scripts`` is name -> script (as ``load_scripts`` returns), or a sequence of
+    scripts named ``scripts[0]``, ``scripts[1]``...
+    """
+
+    def __init__(self, scripts: Mapping[str, Script] | Sequence[Script]) -> None:
+        if isinstance(scripts, Mapping):
+            named = dict(scripts)
+        else:
+            named = {f"scripts[{i}]": script for i, script in enumerate(scripts)}
+        if not named:
+            raise ValueError("a script set needs at least one script")
+        self.scripts: dict[str, Script] = named
+        """Name -> script, in the order they are tried."""
+        self._players = {name: ScriptPlayer(script, name) for name, script in named.items()}
+        self._lock = threading.Lock()
+        self._chosen: dict[str, str] = {}
+
+    def select(self, request: dict[str, Any]) -> str | None:
+        """The name of the script that would play a conversation starting with ``request``, or None."""
+        for name, script in self.scripts.items():
+            if script.select is not None and _selects(script.select, request):
+                return name
+        return next((name for name, script in self.scripts.items() if script.select is None), None)
+
+    def chosen(self, conversation: str) -> str | None:
+        """The name of the script playing ``conversation``, if it has started."""
+        with self._lock:
+            return self._chosen.get(conversation)
+
+    def play(self, conversation: str, request: dict[str, Any]) -> Answer | None:
+        """The answer from the conversation's script (chosen now if it is new); None when no script
+        selects a new conversation, which then stays unstarted (nothing is consumed)."""
+        with self._lock:
+            name = self._chosen.get(conversation)
+            if name is None:
+                name = self.select(request)
+                if name is None:
+                    return None
+                self._chosen[conversation] = name
+            player = self._players[name]
+        return player.play(conversation, request)
+
+    def reset(self) -> None:
+        """Forget every conversation and its choice of script."""
+        with self._lock:
+            self._chosen.clear()
+            for player in self._players.values():
+                player.reset()

@@ -3,7 +3,8 @@
 It stands in for a host's local model (llama.cpp server, vLLM, Ollama) where no GPU exists, so it
 speaks the wire format faithfully: JSON bodies, Server-Sent Events over chunked transfer encoding,
 keep-alive connections, OpenAI-style error objects. What it answers comes from a script
-(``script.py``); how fast, and whether at all, too.
+(``script.py``); how fast, and whether at all, too. It may serve a set of scripts, choosing one per
+conversation by the script's ``select`` (``ScriptSet``).
 
 Conversations are told apart by the ``X-Fleet-Conversation`` request header when the client sends one,
 otherwise by a hash of the first system and first user message, so two agents running different
@@ -25,7 +26,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,14 +35,17 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from .script import Answer, Script, ScriptPlayer, load_script, message_text
+from .script import Answer, Script, ScriptError, ScriptSet, load_script, message_text, script_paths
 
 __all__ = [
     "CONVERSATION_HEADER",
     "DEFAULT_MODEL_ID",
     "DEFAULT_CONTEXT_SIZE",
     "DEFAULT_MAX_OUTPUT_TOKENS",
+    "NO_SCRIPT_SELECTS",
     "RequestRecord",
+    "ScriptSource",
+    "Scripts",
     "ScriptedModelServer",
     "conversation_key",
     "count_tokens",
@@ -56,6 +60,13 @@ CHARS_PER_TOKEN = 4
 """Approximate tokenizer: one token per four characters, used for usage, limits and streamed chunks."""
 _POLL = 0.05
 """How often a waiting handler looks whether the client went away or the server is stopping."""
+
+
+ScriptSource = Script | str | os.PathLike[str]
+"""One script, or a path: a script file, a directory of scripts, or a glob pattern (see ``script_paths``)."""
+Scripts = ScriptSource | Sequence[ScriptSource] | Mapping[str, Script]
+"""What a server plays: one source, several in order, or name -> script (as ``load_scripts`` returns)."""
+NO_SCRIPT_SELECTS = "no script selects this conversation"
 
 
 def count_tokens(text: str) -> int:
@@ -97,6 +108,8 @@ class RequestRecord(BaseModel):
     """The request's number within its conversation, from 1."""
     source: str | None = None
     """The script step that answered: ``rules[0]``, ``turns[2]`` or ``fallback``."""
+    script: str | None = None
+    """The script that answered: its file path, or ``scripts[N]`` for a script object given unnamed."""
     missing_values: list[str] = Field(default_factory=list)
     """``{{values.NAME}}`` placeholders that found nothing in the conversation."""
 
@@ -315,9 +328,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(record, 400, _error(problem, "invalid_request_error", "context_length_exceeded", "messages"))
             return
         conversation = (self.headers.get(CONVERSATION_HEADER) or "").strip() or conversation_key(messages)
+        record["conversation"] = conversation
         answer = owner._player.play(conversation, request)
+        if answer is None:
+            error = _error(NO_SCRIPT_SELECTS, "invalid_request_error", "no_script_selected", "messages")
+            self._json(record, 400, error)
+            return
         answer = _cut_to_limit(answer, _output_limit(request, owner.max_output_tokens))
-        record |= {"conversation": conversation, "turn": answer.turn, "source": answer.source}
+        record |= {"turn": answer.turn, "source": answer.source, "script": answer.script}
         record["missing_values"] = list(answer.missing_values)
         self._play(record, request, answer, prompt_tokens)
 
@@ -409,31 +427,69 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class ScriptedModelServer:
-    """An OpenAI-compatible model server that answers from a script, on a background thread.
+def _named_scripts(source: Scripts) -> dict[str, Script]:
+    """Name -> script for every script ``source`` gives, in order; paths are expanded and loaded."""
+    if isinstance(source, Mapping):
+        named = dict(source)
+        for name, script in named.items():
+            if not isinstance(script, Script):
+                raise TypeError(f"script {name!r} is a {type(script).__name__}, not a Script")
+        return named
+    items = [source] if isinstance(source, (Script, str, os.PathLike)) else list(source)
+    named, seen = {}, set()
+    for i, item in enumerate(items):
+        if isinstance(item, Script):
+            named[f"scripts[{i}]"] = item
+            continue
+        for path in script_paths(item):
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                named[str(path)] = load_script(path)
+    return named
 
-    ``model_id``, ``context_size`` and ``max_output_tokens`` default to the script's, then to
+
+class ScriptedModelServer:
+    """An OpenAI-compatible model server that answers from a script, or a set of scripts, on a background
+    thread.
+
+    ``script`` (or, keyword-only, ``scripts``: give one of the two) is one ``Script``, a path (a script
+    file, a directory of scripts, a glob pattern), a sequence of these, or name -> ``Script`` (as
+    ``load_scripts`` returns). Each new conversation is played by the first script whose ``select`` holds
+    for it, else by the first script without ``select``; when there is none it is answered 400. A single
+    script without ``select`` answers every conversation, as a lone script always did.
+
+    ``model_id``, ``context_size`` and ``max_output_tokens`` default to the first script's, then to
     ``DEFAULT_*``. Every request is kept in ``requests`` and, with ``log_path``, appended there as JSONL.
     """
 
     def __init__(
         self,
-        script: Script | str | os.PathLike[str],
+        script: Scripts | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         model_id: str | None = None,
         context_size: int | None = None,
         max_output_tokens: int | None = None,
         log_path: str | os.PathLike[str] | None = None,
+        *,
+        scripts: Scripts | None = None,
     ) -> None:
-        self.script = script if isinstance(script, Script) else load_script(script)
+        if (script is None) == (scripts is None):
+            raise TypeError("give either script or scripts")
+        named = _named_scripts(script if script is not None else scripts)  # type: ignore[arg-type]
+        if not named:
+            raise ValueError("no script given")
+        self.scripts: dict[str, Script] = named
+        """Name -> script, in the order they are tried for a new conversation."""
+        self.script = next(iter(named.values()))
+        """The first script, whose model id and limits the server takes unless given its own."""
         self.host = host
         self.model_id = model_id or self.script.model_id or DEFAULT_MODEL_ID
         self.context_size = context_size or self.script.context_size or DEFAULT_CONTEXT_SIZE
         self.max_output_tokens = max_output_tokens or self.script.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
         self.log_path = Path(log_path) if log_path is not None else None
         self._port = port
-        self._player = ScriptPlayer(self.script)
+        self._player = ScriptSet(named)
         self._records: list[RequestRecord] = []
         self._log_lock = threading.Lock()
         self._seq = itertools.count(1)
@@ -491,7 +547,8 @@ class ScriptedModelServer:
             return list(self._records)
 
     def reset(self) -> None:
-        """Start every conversation over (e.g. between repetitions of the same prompt)."""
+        """Start every conversation over (e.g. between repetitions of the same prompt); each chooses
+        its script again."""
         self._player.reset()
 
     def __enter__(self) -> ScriptedModelServer:
@@ -513,7 +570,7 @@ class ScriptedModelServer:
 
 
 def serve(
-    script_path: str,
+    script_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     host: str = "127.0.0.1",
     port: int = 0,
     model_id: str | None = None,
@@ -521,10 +578,16 @@ def serve(
 ) -> None:
     """Serve in the foreground until SIGTERM or SIGINT; call from the main thread.
 
-    Prints one flushed line ``listening on URL`` first, from which a parent process reads the port.
-    Raises ``ScriptError`` for a bad script and ``OSError`` when the address cannot be bound.
+    ``script_path`` is one path or several, each a script file, a directory of scripts or a glob
+    pattern (expanded by ``script_paths``); several scripts are served as a set (see
+    ``ScriptedModelServer``). Prints one flushed line ``listening on URL`` first, from which a parent
+    process reads the port. Raises ``ScriptError`` for a bad script, a directory or pattern without
+    scripts, or no path at all, and ``OSError`` when the address cannot be bound.
     """
-    server = ScriptedModelServer(script_path, host, port, model_id, log_path=log_path)
+    paths = [script_path] if isinstance(script_path, (str, os.PathLike)) else list(script_path)
+    if not paths:
+        raise ScriptError("(no script)", "", "give at least one script file or directory")
+    server = ScriptedModelServer(paths, host, port, model_id, log_path=log_path)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

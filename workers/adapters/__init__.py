@@ -9,11 +9,12 @@ from __future__ import annotations
 from harness.errors import UsageError
 from harness.inventory import AgentConfig
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.builtin import BuiltinAdapter
 from workers.adapters.command import CommandAdapter
 
-__all__ = ["AgentAdapter", "AttemptPaths", "CommandAdapter", "adapter_for"]
+__all__ = ["AgentAdapter", "AttemptPaths", "BuiltinAdapter", "CommandAdapter", "adapter_for"]
 
-_ADAPTERS: dict[str, type[AgentAdapter]] = {"command": CommandAdapter}
+_ADAPTERS: dict[str, type[AgentAdapter]] = {"command": CommandAdapter, "builtin": BuiltinAdapter}
 
 
 def adapter_for(name: str, config: AgentConfig) -> AgentAdapter:

@@ -65,6 +65,14 @@ class AgentAdapter(ABC):
         """Extra files to download after the run (transcripts, sessions), relative to the attempt root."""
         return []
 
+    def infrastructure_failure(self, exit_code: int | None, files: dict[str, bytes]) -> str | None:
+        """Why the run failed for infrastructure reasons the agent itself reported (None: it did not).
+
+        ``files`` are the collected files by name. An agent that could not reach its model endpoint
+        did not give the model's answer: the attempt is a harness failure and is retried.
+        """
+        return None
+
     def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
         """What the owner was delivered: the answer file if the agent wrote one, else its output."""
         return answer_file if answer_file is not None else stdout

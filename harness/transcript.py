@@ -1,0 +1,370 @@
+"""The normalized transcript: what an agent run did, one JSON event per line.
+
+Why one schema: the builtin agent writes it, importers translate external agents' sessions into it,
+graders and the dashboard read it, and replay feeds it through a changed guard. If each of them read
+its own idea of a transcript, a grade could not be traced back to what happened. So the events are
+defined once, here, as pydantic models: a tagged union on ``event``, each with ``schema_version``,
+``seq`` (1, 2, 3 ... in file order) and ``ts`` (UTC, ISO 8601). The format is documented with an
+example in ``docs/transcript.md``.
+
+Why JSONL, flushed and fsynced per event: a run may be killed at any moment (item timeout, lost host,
+OOM). Each event is on disk before the next one starts, so a crash loses at most the event being
+written, and what was written is still readable line by line.
+
+Only the standard library and pydantic are imported (plus ``harness.guard.verdict`` and
+``harness.errors``, which import nothing heavier), so the agent can write transcripts on a fleet host
+and a replay can read them without Celery or Fabric.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from harness.errors import TranscriptError
+from harness.guard.verdict import TestVerdict
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ReceiptStatus",
+    "ToolDetails",
+    "ToolCallRecord",
+    "Usage",
+    "OwnerReceipt",
+    "RunStart",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelError",
+    "ToolCall",
+    "ToolResult",
+    "GuardDecision",
+    "StopEvent",
+    "ReceiptEvent",
+    "RunEnd",
+    "Event",
+    "EVENT_ADAPTER",
+    "TranscriptWriter",
+    "read_transcript",
+    "utc_now",
+]
+
+SCHEMA_VERSION: Final = 1
+
+ReceiptStatus = Literal["passed", "failed", "pending", "none"]
+
+
+def utc_now() -> str:
+    """The event time format: UTC, milliseconds, ``Z`` (as the store's records)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a misspelt field would otherwise vanish silently on a round trip."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parts shared by several events
+
+
+class ToolDetails(_Strict):
+    """Structured facts about one tool result, beside its text. ``status`` and ``exit_code`` are what
+    the run-progress budget reads (as ``details.status`` / ``details.exitCode``)."""
+
+    status: Literal["ok", "failed", "error", "blocked"]
+    """ok; failed (a command ran and failed, or timed out); error (bad input: arguments, path, unknown
+    tool); blocked (a guard refused the call, which did not run)."""
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    """exec: the command's exit code; None when it was killed (timeout) or did not run."""
+    timed_out: bool = False
+    cwd: str | None = None
+    """exec: the absolute directory the command ran in."""
+    path: str | None = None
+    """File tools: the path relative to the workspace, after confinement."""
+    bytes: int | None = None
+    """write: bytes written; read: bytes returned; exec: bytes of output the command printed."""
+    truncated: bool = False
+    """The text given to the model is shorter than the output (exec's output cap, read's limit)."""
+    replacements: int | None = None
+    """edit: how many occurrences were replaced."""
+    test: TestVerdict | None = None
+    """exec of a recognized test command: what ``harness.guard.verdict.recognize`` made of it."""
+
+
+class ToolCallRecord(_Strict):
+    """A tool call as the model sent it; ``arguments`` is the raw JSON text (possibly invalid or cut)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Usage(_Strict):
+    """Token counts as the endpoint reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class OwnerReceipt(_Strict):
+    """What the owner was delivered: the same content as ``receipt.json`` beside the transcript."""
+
+    status: ReceiptStatus
+    text: str
+    """The answer (also ``answer.txt``): the model's last reply, or a guard's receipt or report."""
+    source: Literal[
+        "model", "refusal_receipt", "output_limit_report", "budget_stop", "context_full",
+        "infrastructure", "interrupted", "agent_error",
+    ]
+    """Who wrote ``text``: the model, or the guard path that replaced it."""
+    test_state: str | None = None
+    """Refusal receipts: the latest test's state (``passed_current``, ``failed``, ...)."""
+    test: TestVerdict | None = None
+    """The latest recognized test command's verdict, when one ran."""
+    reasons: tuple[str, ...] = ()
+    """Why the status is not passed, when the guard says (refusal receipt reasons, output-limit refusals)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Events
+
+
+class _Event(_Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    seq: int = 0
+    """Position in the file from 1; 0 until ``TranscriptWriter.append`` stamps it."""
+    ts: str = ""
+    """When the event was written (UTC, ISO 8601); stamped by the writer."""
+
+
+class RunStart(_Event):
+    """The run's configuration: enough to reproduce it (model, limits, harness version, prompt)."""
+
+    event: Literal["run_start"] = "run_start"
+    run_id: str
+    agent: str
+    agent_version: str
+    harness_commit: str
+    model: str
+    base_url: str
+    context: int
+    max_output: int
+    stream: bool
+    timeout_s: float
+    retries: int
+    exec_timeout_s: float
+    workspace: str
+    prompt_file: str
+    prompt: str
+    system_prompt: str
+    tools: list[str]
+    budget_policy: dict[str, Any]
+    python: str
+    platform: str
+
+
+class ModelRequest(_Event):
+    """One model round is asked for. ``messages_added`` holds the messages appended to the conversation
+    since the previous request (the first has the system and user messages), so the whole conversation
+    can be rebuilt without storing it again on every round."""
+
+    event: Literal["model_request"] = "model_request"
+    round: int
+    max_tokens: int
+    stream: bool
+    prompt_tokens_estimate: int
+    messages_added: list[dict[str, Any]]
+
+
+class ModelError(_Event):
+    """One failed attempt at a model request: retried after ``retry_in_s``, or given up (None)."""
+
+    event: Literal["model_error"] = "model_error"
+    round: int
+    attempt: int
+    kind: Literal["http", "timeout", "connection", "protocol"]
+    status: int | None = None
+    message: str
+    retry_in_s: float | None
+
+
+class ModelResponse(_Event):
+    """The model's reply to one round."""
+
+    event: Literal["model_response"] = "model_response"
+    round: int
+    text: str
+    reasoning: str | None = None
+    tool_calls: list[ToolCallRecord]
+    finish_reason: str | None
+    usage: Usage | None
+    latency_s: float
+    attempts: int
+    model: str | None
+    """The model id the endpoint reported in its reply."""
+
+
+class ToolCall(_Event):
+    """A tool call the agent is about to handle. ``arguments`` is None when they were not a JSON object
+    (``arguments_error`` says why); the call then fails without running."""
+
+    event: Literal["tool_call"] = "tool_call"
+    round: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | None
+    arguments_error: str | None = None
+
+
+class ToolResult(_Event):
+    """What a tool call returned: ``text`` is what the model saw."""
+
+    event: Literal["tool_result"] = "tool_result"
+    round: int
+    call_id: str
+    name: str
+    is_error: bool
+    text: str
+    details: ToolDetails
+
+
+class GuardDecision(_Event):
+    """A guard rule decided something. ``budget``: after every tool result the budget observed
+    (``data`` holds its counters); ``recursive_delete``: a refused call (``data.fragment``, or the latch);
+    ``output_limit``: a reply cut at the output limit (``decision`` continue / report / deliver)."""
+
+    event: Literal["guard"] = "guard"
+    round: int
+    rule: Literal["budget", "recursive_delete", "output_limit"]
+    decision: Literal["allow", "stop", "refuse", "continue", "report", "deliver"]
+    call_id: str | None = None
+    reason: str | None = None
+    text: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class StopEvent(_Event):
+    """The run was stopped by a guard rule (at most one per run)."""
+
+    event: Literal["stop"] = "stop"
+    round: int
+    rule: Literal["budget", "recursive_delete", "output_limit", "context"]
+    reason: str
+    """Stable code: consecutive_failures, total_failures, no_progress, lanes_exhausted,
+    recursive_delete, output_limit, context_full."""
+    text: str
+    """For people, e.g. "4 consecutive failures"."""
+    call_id: str | None = None
+
+
+class ReceiptEvent(_Event):
+    """What the owner was delivered."""
+
+    event: Literal["receipt"] = "receipt"
+    receipt: OwnerReceipt
+
+
+class RunEnd(_Event):
+    """The run is over. ``infrastructure`` is the fleet's fault (endpoint unreachable, HTTP errors,
+    timeouts after retries), never a model result; ``completed`` and ``stopped`` are model results."""
+
+    event: Literal["run_end"] = "run_end"
+    outcome: Literal["completed", "stopped", "infrastructure", "interrupted", "agent_error"]
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int
+    rounds: int
+    tool_calls: int
+    duration_s: float
+    usage: Usage
+
+
+Event = Annotated[
+    RunStart | ModelRequest | ModelError | ModelResponse | ToolCall | ToolResult | GuardDecision | StopEvent
+    | ReceiptEvent | RunEnd,
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+E = TypeVar("E", bound=_Event)
+
+
+class TranscriptWriter:
+    """Writes one run's events to a new file, each flushed and fsynced before ``append`` returns."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        self._seq = 0
+
+    def append(self, event: E) -> E:
+        """Stamp ``seq`` and ``ts``, write the event as one line, and return the stamped event."""
+        stamped = event.model_copy(update={"seq": self._seq + 1, "ts": utc_now()})
+        self._file.write(stamped.model_dump_json() + "\n")
+        self._seq = stamped.seq  # counted once written, so an interrupted append leaves no gap in seq
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return stamped
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> TranscriptWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"][1:])  # [0] is the union tag
+    more = error.error_count() - 1
+    message = str(first["msg"]) + (f" (and {more} more)" if more else "")
+    return f"{where}: {message}" if where else message
+
+
+def read_transcript(path: str | os.PathLike[str]) -> list[Event]:
+    """Read and validate a transcript. A bad line raises ``TranscriptError(file, "line N", problem)``."""
+    file = str(path)
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TranscriptError(file, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TranscriptError(file, "", f"cannot read: {exc}") from None
+    events: list[Event] = []
+    lines = raw.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"line {number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # no newline after it: the writer died while writing it
+                raise TranscriptError(file, where, "incomplete last line (the writer stopped while writing it)") from None
+            raise TranscriptError(file, where, f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise TranscriptError(file, where, "an event must be a JSON object")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise TranscriptError(file, where, f"schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+        try:
+            event = EVENT_ADAPTER.validate_python(data)
+        except ValidationError as exc:
+            raise TranscriptError(file, where, _problem(exc)) from None
+        expected = len(events) + 1
+        if event.seq != expected:
+            raise TranscriptError(file, where, f"seq {event.seq} where {expected} was expected")
+        events.append(event)
+    return events

@@ -1,0 +1,1 @@
+"""The builtin guarded agent: its tools, its transcript, and whole runs against the scripted model."""
