@@ -381,7 +381,8 @@ def model() -> None:
 
 
 @model.command("serve")
-@click.option("--script", "script", required=True, help="Script file (TOML or JSON, see docs/scripted-model.md).")
+@click.option("--script", "script", required=True, multiple=True,
+              help="Script file, folder or glob (TOML or JSON, see docs/scripted-model.md); repeat for a script set.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
 @click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
@@ -391,7 +392,7 @@ def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore
     from harness.modelserver import ScriptError, serve
 
     try:
-        serve(script, host=host, port=port, model_id=model_id, log_path=log_path)
+        serve(list(script), host=host, port=port, model_id=model_id, log_path=log_path)
     except ScriptError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

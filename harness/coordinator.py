@@ -98,6 +98,39 @@ class Coordinator:
         )
 
     @contextlib.contextmanager
+    def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
+        """Serve each ``model.scripted`` endpoint with the demo scripts (``model.toml``) of the sweep's items."""
+        from pathlib import Path
+        from urllib.parse import urlsplit
+
+        from harness.modelserver import ScriptedModelServer, ScriptError
+
+        scripts = [str(Path(i.source) / "model.toml") for i in sweep.items.values()
+                   if i.kind == "open" and (Path(i.source) / "model.toml").is_file()]
+        with contextlib.ExitStack() as stack:
+            for name in sorted(hosts):
+                model = inventory.hosts[name].model
+                if not model.scripted:
+                    continue
+                if not scripts:
+                    self.on_warning(f"host {name}: no item of this sweep has a model.toml; its scripted model answers nothing")
+                    continue
+                url = urlsplit(model.base_url)
+                try:
+                    server = ScriptedModelServer(scripts, host=url.hostname or "127.0.0.1", port=url.port or 80,
+                                                 model_id=model.id, context_size=model.context,
+                                                 max_output_tokens=model.max_output)
+                    stack.enter_context(server)
+                except ScriptError as exc:
+                    raise UsageError(str(exc)) from None
+                except OSError as exc:
+                    raise UsageError(
+                        f"{inventory.path}: hosts.{name}.model.base_url: cannot serve the scripted model at "
+                        f"{model.base_url}: {exc.strerror or exc}"
+                    ) from None
+            yield
+
+    @contextlib.contextmanager
     def _workers(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
         app = configure(self.settings)
         if not self.settings.embedded:
@@ -137,7 +170,7 @@ class Coordinator:
             self.on_start(sweep)
             if not pairs:
                 return sweep
-            with self._workers(sweep, inventory, hosts):
+            with self._scripted_models(sweep, inventory, hosts), self._workers(sweep, inventory, hosts):
                 d = Dispatcher(
                     app=configure(self.settings), writer=writer, sweep=sweep, inventory=inventory,
                     namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,

@@ -52,6 +52,10 @@ class ModelEndpoint(_Strict):
     api_key_env: str = Field(
         default="", description="Name of a host environment variable holding the API key; the key itself is never stored."
     )
+    scripted: bool = Field(
+        default=False,
+        description="The coordinator serves this endpoint itself with the items' demo scripts (model.toml); local hosts only.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -124,6 +128,12 @@ class Host(_Strict):
         if len(parts) < 2 or parts[0] not in _KEY_TYPES:
             raise ValueError("expected a known_hosts line, 'TYPE BASE64' or a 'SHA256:...' fingerprint")
         return f"{parts[0]} {parts[1]}"
+
+    @model_validator(mode="after")
+    def _scripted_is_local(self) -> "Host":
+        if self.model.scripted and self.transport != "local":
+            raise FieldProblem("model.scripted", "a scripted model is served by the coordinator: local hosts only")
+        return self
 
     @model_validator(mode="after")
     def _ssh_needs(self) -> "Host":

@@ -106,7 +106,7 @@ def run_agent(tmp_path: Path, url: str, prompt: str = PHOTO_PROMPT, *extra: str)
 
 @pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
 def test_the_photo_renamer_is_delivered_with_a_passing_test(tmp_path: Path, serve: Any, stream: str) -> None:
-    run = run_agent(tmp_path, serve("photo-renamer.toml").url, PHOTO_PROMPT, stream)
+    run = run_agent(tmp_path, serve(str(ROOT / "prompts" / "open" / "07-photo-renamer" / "model.toml")).url, PHOTO_PROMPT, stream)
     assert run.proc.returncode == 0 and run.proc.stdout == "completed: receipt passed\n"
     assert run.end.outcome == "completed" and run.end.rounds == 4 and run.end.tool_calls == 3
     project = run.workspace / "Playground" / "photo-renamer"

@@ -77,7 +77,7 @@ def test_collects_the_transcript_and_receipt_and_answers_from_answer_txt() -> No
 
 def test_an_attempt_on_the_local_transport_collects_the_agents_files(tmp_path: Path) -> None:
     """The whole attempt lifecycle (launcher, process group, pack, collect) with the builtin agent."""
-    script = ROOT / "prompts" / "scripts" / "builtin" / "photo-renamer.toml"
+    script = ROOT / "prompts" / "open" / "07-photo-renamer" / "model.toml"
     with ScriptedModelServer(script) as server:
         endpoint = ModelEndpoint(base_url=server.url, id="scripted", context=32768, max_output=2048)
         host = Host(name="local", transport="local", python=sys.executable, workdir=str(tmp_path), model=endpoint,

@@ -53,7 +53,7 @@ def _of(events, kind: str):
 
 
 def test_delivered_with_a_passing_test(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
-    folder, events, receipt = _run(tmp_path, "photo-renamer.toml", PHOTO_PROMPT, ssh_hosts, client_key,
+    folder, events, receipt = _run(tmp_path, "../../open/07-photo-renamer/model.toml", PHOTO_PROMPT, ssh_hosts, client_key,
                                    redis_server, namespace, workers)
     assert events[-1].event == "run_end" and events[-1].outcome == "completed"
     tests = [r for r in _of(events, "tool_result") if r.details.test is not None]
@@ -91,3 +91,26 @@ def test_a_refused_recursive_delete_with_its_receipt(tmp_path, ssh_hosts, client
     assert events[-1].outcome == "stopped" and events[-1].reason == "recursive_delete"
     assert _of(events, "receipt")
     assert receipt["text"] and (folder / "answer.txt").read_text() == receipt["text"]
+
+
+def test_a_500_storm_is_a_harness_failure_retried_with_every_file_kept(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    script = tmp_path / "storm.toml"
+    script.write_text('schema_version = 1\n\n[fallback]\nhttp_status = 500\nerror_body = "the GPU fell over"\n')
+    host = ssh_hosts["charlie"]
+    with ScriptedModelServer(script) as server:
+        inv = _builtin_inventory(tmp_path, host, client_key, server.url)
+        prompts = write_prompts(tmp_path / "prompts", {"01-task": PHOTO_PROMPT}, timeout_s=300)
+        workers(["charlie"], inv)
+        runs = tmp_path / "runs"
+        r = run_fleet(["sweep", "-i", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                       "--broker", redis_server.url, "--max-attempts", "2"], namespace, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    (cell,) = summary["cells"]
+    assert (cell["status"], cell["reason"], cell["attempts"]) == ("harness_failure", "model_endpoint", 2)
+    for k in (1, 2):
+        folder = runs / summary["sweep"] / cell["id"] / f"attempt-{k}"
+        meta = json.loads((folder / "meta.json").read_text())
+        assert meta["exit_code"] == 75 and "model_http_500" in meta["error"]
+        events = read_transcript(folder / "transcript.jsonl")
+        assert events[-1].event == "run_end" and events[-1].outcome == "infrastructure"

@@ -42,9 +42,16 @@ def test_first_command_runs_the_bundled_items_here(tmp_path):
     st = _fleet(["status", sweep_id, "--json"], tmp_path, home)
     assert st.returncode == 0 and json.loads(st.stdout)["sweep"] == sweep_id
 
+    # The builtin agent ran against the scripted model the coordinator served, from the installed release.
     show = _fleet(["show", sweep_id, "local", "07"], tmp_path, home)
     assert show.returncode == 0, show.stderr
-    assert "received the prompt" in show.stdout and "workspace/received-prompt.md" in show.stdout
+    assert "transcript.jsonl" in show.stdout and "workspace/Playground/photo-renamer/rename_photos.py" in show.stdout
+    assert "I wrote Playground/photo-renamer/rename_photos.py" in show.stdout
+    for item in ("07-photo-renamer", "09-sales-dashboard", "12-explain-only"):
+        (cell,) = [c for c in sweep["cells"] if c["item"] == item]
+        assert sweep["attempts"][cell["id"]][-1]["exit_code"] == 0
+        end = json.loads((runs / sweep_id / cell["id"] / "attempt-1" / "transcript.jsonl").read_text().splitlines()[-1])
+        assert end["event"] == "run_end" and end["outcome"] == "completed", (item, end)
 
     rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -59,9 +59,22 @@ def test_local_inventory_is_the_default() -> None:
     assert host.host_key == "" and host.address == ""  # the local transport needs no SSH settings
     assert host.slots == 1
     assert host.model.base_url == "http://127.0.0.1:8765/v1"
-    assert host.default_agent == "receipt-echo"
+    assert host.model.scripted  # the coordinator serves the items' demo scripts there
+    assert host.default_agent == "builtin" and host.agents["builtin"].kind == "builtin"
     agent = host.agents["receipt-echo"]
     assert agent.kind == "command" and "{prompt_file}" in agent.command
+
+
+def test_a_scripted_model_is_for_local_hosts_only(tmp_path: Path) -> None:
+    f = tmp_path / "inv.toml"
+    f.write_text(
+        'schema_version = 1\n[hosts.box]\naddress = "b"\nuser = "u"\nhost_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"\n'
+        'model = { base_url = "http://127.0.0.1:8765/v1", id = "m", context = 1, max_output = 1, scripted = true }\n'
+        '[hosts.box.agents.builtin]\nkind = "builtin"\n'
+    )
+    with pytest.raises(InventoryError) as err:
+        load_inventory(f)
+    assert str(err.value) == f"{f}: hosts.box.model.scripted: a scripted model is served by the coordinator: local hosts only"
 
 
 def test_fleet_inventory_has_the_six_hosts() -> None:
