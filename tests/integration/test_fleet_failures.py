@@ -16,7 +16,7 @@ from tests.integration.fleetkit import FLEET, REPO, fleet_env, run_fleet
 pytestmark = pytest.mark.integration
 
 
-def _wait_for(path: Path, timeout: float = 60) -> None:
+def _wait_for(path: Path, timeout: float = 120) -> None:
     end = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > end:
