@@ -102,6 +102,7 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
                     "status": last.status if last else "pending",
                     "reason": last.reason if last else "",
                     "exit_code": last.exit_code if last else None,
+                    "grade": last.grade if last else "",
                     "outcome": label(last)[0],
                 }
             )
@@ -348,6 +349,35 @@ def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-d
         console.print(t)
     if not all(r.ok for r in results):
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("sweep_id")
+@click.option("--host", default=None, help="Only this host's cells.")
+@click.option("--item", default=None, help="Only this item's cells (number or id).")
+@click.option("--json", "as_json", is_flag=True)
+@common_runs
+def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+    """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl."""
+    from harness.dispatch import grade_attempt
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    rec = store.load_sweep(sweep_id)
+    cells = [c for c in rec.cells if (host is None or c.host == host)
+             and (item is None or item in (c.item, rec.items[c.item].number))]
+    if not cells:
+        raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
+    n = 0
+    with store.writer(rec.id) as w:
+        for c in cells:
+            for a in rec.attempts.get(c.id) or []:
+                if a.status != "dispatched":
+                    grade_attempt(w, rec, c, a.attempt)
+                    n += 1
+    if not as_json:
+        err_console.print(f"regraded {n} attempt(s)", markup=False)
+    _finish(rec, store, as_json)
 
 
 @cli.group()

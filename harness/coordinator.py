@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from harness.catalog import Catalog
-from harness.dispatch import Dispatcher, Event, RetryPolicy, harness_failure
+from harness.dispatch import Dispatcher, Event, RetryPolicy, grade_attempt, harness_failure
 from harness.errors import UsageError
 from harness.inventory import Inventory
 from harness.records import Cell, SweepRecord
@@ -86,7 +86,8 @@ class Coordinator:
         app = configure(self.settings)
         ar = AsyncResult(task_id, app=app)
         if ar.state == "SUCCESS":
-            w.record_attempt(sweep, AttemptResult.model_validate(ar.result))
+            if w.record_attempt(sweep, AttemptResult.model_validate(ar.result)):
+                grade_attempt(w, sweep, cell, attempt)
             return
         app.control.revoke(task_id, terminate=True, signal="SIGTERM")
         w.record_attempt(
@@ -96,6 +97,7 @@ class Coordinator:
                 "the coordinator stopped before this attempt's result arrived; a late result is discarded",
             ),
         )
+        grade_attempt(w, sweep, cell, attempt)
 
     @contextlib.contextmanager
     def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:

@@ -209,6 +209,7 @@ class Dispatcher:
     def _record(self, cell: Cell, result: AttemptResult) -> None:
         if not self.writer.record_attempt(self.sweep, result):
             return
+        grade_attempt(self.writer, self.sweep, cell, result.attempt)
         retry = (
             result.status == "harness_failure"
             and result.reason != "revoked"
@@ -219,6 +220,16 @@ class Dispatcher:
             delay = self.retry.delay(result.attempt)
             heapq.heappush(self._retries, (time.monotonic() + delay, next(self._seq), cell, result.attempt + 1))
             self.on_event(Event("retry_scheduled", cell, result.attempt + 1, delay_s=delay))
+
+
+def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int) -> str:
+    """Grade a stored attempt from its folder and record the grade; returns the grade's name."""
+    from harness.grading import evidence_from_attempt, grade
+
+    folder = writer.store.attempt_dir(sweep.id, cell.id, attempt)
+    g = grade(evidence_from_attempt(folder, sweep.items[cell.item]))
+    writer.record_grade(sweep, cell.id, attempt, g)
+    return g.grade
 
 
 def harness_failure(sweep_id: str, cell: Cell, attempt: int, reason: str, error: str) -> AttemptResult:

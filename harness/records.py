@@ -151,6 +151,7 @@ class AttemptSummary(_Record):
     dispatched_at: str = ""
     recorded_at: str = ""
     duration_s: float = 0.0
+    grade: str = Field(default="", description="The latest grade of this attempt (grade.json), if graded.")
 
 
 class HostSummary(_Record):

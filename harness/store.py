@@ -24,12 +24,15 @@ import sqlite3
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pydantic import ValidationError
 
 from harness.errors import StoreError, UsageError
 from harness.records import AttemptResult, AttemptSummary, SweepRecord, sha256_hex, utc_now
+
+if TYPE_CHECKING:
+    from harness.grading import Grade
 
 __all__ = ["Store", "atomic_write"]
 
@@ -73,6 +76,11 @@ CREATE TABLE IF NOT EXISTS attempts (
     status TEXT, reason TEXT, exit_code INTEGER, duration_s REAL, started_at TEXT, ended_at TEXT,
     model TEXT, harness_commit TEXT, path TEXT,
     PRIMARY KEY (sweep_id, cell_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS grades (
+    sweep_id TEXT, cell_id TEXT, attempt INTEGER, grader_version INTEGER, grade TEXT, outcome TEXT,
+    stop TEXT, graded_at TEXT,
+    PRIMARY KEY (sweep_id, cell_id, attempt, grader_version, graded_at)
 );
 CREATE TABLE IF NOT EXISTS artifacts (
     sweep_id TEXT, cell_id TEXT, attempt INTEGER, name TEXT, size INTEGER, sha256 TEXT,
@@ -218,3 +226,23 @@ class SweepWriter:
             )
         self.save_sweep(sweep)
         return True
+
+    def record_grade(self, sweep: SweepRecord, cell_id: str, attempt: int, grade: "Grade") -> None:
+        """``grade.json`` is the latest grade; ``grades.jsonl`` keeps every grade ever given (regrades too)."""
+        folder = self.store.attempt_dir(sweep.id, cell_id, attempt)
+        data = grade.model_dump_json()
+        atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
+        with open(folder / "grades.jsonl", "a", encoding="utf-8") as f:
+            f.write(data + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        for a in sweep.attempts.get(cell_id) or []:
+            if a.attempt == attempt:
+                a.grade = grade.grade
+        with self.store.index() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
+                (sweep.id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
+                 grade.stop.reason if grade.stop else "", grade.graded_at),
+            )
+        self.save_sweep(sweep)

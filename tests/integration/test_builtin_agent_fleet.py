@@ -45,6 +45,8 @@ def _run(tmp_path, script: str, prompt: str, ssh_hosts, client_key, redis_server
     assert "/harness/" in meta["agent_command"][0] and meta["agent_command"][1:3] == ["-m", "workers.agent"]
     events = read_transcript(folder / "transcript.jsonl")
     receipt = json.loads((folder / "receipt.json").read_text())
+    grade = json.loads((folder / "grade.json").read_text())
+    assert cell["grade"] == grade["grade"] and grade["outcome"] == receipt["status"]
     return folder, events, receipt
 
 
@@ -61,26 +63,31 @@ def test_delivered_with_a_passing_test(tmp_path, ssh_hosts, client_key, redis_se
     assert receipt["status"] == "passed"
     assert (folder / "workspace" / "Playground" / "photo-renamer" / "rename_photos.py").is_file()
     assert (folder / "answer.txt").read_text() == receipt["text"]
+    assert json.loads((folder / "grade.json").read_text())["grade"] == "DELIVERED"
 
 
 def test_stopped_by_the_budget_at_the_fourth_consecutive_failure(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
-    _, events, receipt = _run(tmp_path, "budget-stop.toml", PHOTO_PROMPT, ssh_hosts, client_key, redis_server,
+    folder, events, receipt = _run(tmp_path, "budget-stop.toml", PHOTO_PROMPT, ssh_hosts, client_key, redis_server,
                               namespace, workers)
     (stop,) = _of(events, "stop")
     assert stop.reason == "consecutive_failures"
     failed = [r for r in _of(events, "tool_result") if r.is_error]
     assert len(failed) == 4 and failed[-1].call_id == stop.call_id
     assert receipt["status"] == "failed"
+    grade = json.loads((folder / "grade.json").read_text())
+    assert grade["grade"] == "NOTHING" and grade["stop"]["reason"] == "consecutive_failures"
+    assert grade["stop"]["at_call"] == 4
 
 
 def test_a_cut_reply_is_continued_once(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
     prompt = "make me a cool looking webpage with a forest theme ... Best you can do\n"
-    _, events, _ = _run(tmp_path, "output-limit.toml", prompt, ssh_hosts, client_key, redis_server, namespace, workers)
+    folder, events, _ = _run(tmp_path, "output-limit.toml", prompt, ssh_hosts, client_key, redis_server, namespace, workers)
     responses = _of(events, "model_response")
     assert responses[0].finish_reason == "length"
     decisions = [g for g in _of(events, "guard") if g.decision in ("continue", "report")]
     assert [g.decision for g in decisions] == ["continue"]
     assert events[-1].outcome == "completed"
+    assert json.loads((folder / "grade.json").read_text())["grade"] == "DELIVERED"
 
 
 def test_a_refused_recursive_delete_with_its_receipt(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
@@ -91,6 +98,8 @@ def test_a_refused_recursive_delete_with_its_receipt(tmp_path, ssh_hosts, client
     assert events[-1].outcome == "stopped" and events[-1].reason == "recursive_delete"
     assert _of(events, "receipt")
     assert receipt["text"] and (folder / "answer.txt").read_text() == receipt["text"]
+    grade = json.loads((folder / "grade.json").read_text())
+    assert grade["grade"] == "PARTIAL" and grade["stop"]["reason"] == "recursive_delete"
 
 
 def test_a_500_storm_is_a_harness_failure_retried_with_every_file_kept(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
@@ -108,6 +117,7 @@ def test_a_500_storm_is_a_harness_failure_retried_with_every_file_kept(tmp_path,
     summary = json.loads(r.stdout)
     (cell,) = summary["cells"]
     assert (cell["status"], cell["reason"], cell["attempts"]) == ("harness_failure", "model_endpoint", 2)
+    assert cell["grade"] == "HARNESS_FAILURE"
     for k in (1, 2):
         folder = runs / summary["sweep"] / cell["id"] / f"attempt-{k}"
         meta = json.loads((folder / "meta.json").read_text())

@@ -52,6 +52,7 @@ def test_first_command_runs_the_bundled_items_here(tmp_path):
         assert sweep["attempts"][cell["id"]][-1]["exit_code"] == 0
         end = json.loads((runs / sweep_id / cell["id"] / "attempt-1" / "transcript.jsonl").read_text().splitlines()[-1])
         assert end["event"] == "run_end" and end["outcome"] == "completed", (item, end)
+        assert sweep["attempts"][cell["id"]][-1]["grade"] == "DELIVERED"
 
     rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -1,0 +1,69 @@
+"""Read the evidence for a grade from a stored attempt folder (never from the host, never from memory)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.catalog import Item
+from harness.errors import TranscriptError
+from harness.grading.model import Evidence, StopRecord
+
+__all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
+
+SHELL_TRACE_FAILURES = ("0x8007274c",)
+"""Text that shows the host's own shell failed (WSL loses its connection to Windows), not the model."""
+
+_TRANSCRIPT_AGENTS = {"builtin"}
+
+
+def _read(folder: Path, name: str) -> str:
+    try:
+        return (folder / name).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _stop_from(events: list) -> StopRecord | None:  # type: ignore[type-arg]
+    calls = [e.call_id for e in events if e.event == "tool_call"]
+    for e in events:
+        if e.event == "stop":
+            at = calls.index(e.call_id) + 1 if e.call_id in calls else None
+            return StopRecord(reason=e.reason, text=e.text, at_call=at)
+    return None
+
+
+def evidence_from_attempt(folder: Path, item: Item, agent_kind: str = "") -> Evidence:
+    """Evidence from ``meta.json``, the workspace manifest, ``answer.txt``, ``receipt.json``, the transcript
+    and ``checks.json`` of one attempt folder."""
+    from harness.transcript import read_transcript
+
+    meta = json.loads(_read(folder, "meta.json") or "{}")
+    manifest = json.loads(_read(folder, "workspace.manifest.json") or "[]")
+    files = [m["path"] for m in manifest if m.get("size")]
+    receipt = json.loads(_read(folder, "receipt.json") or "{}").get("status", "none")
+    checks = json.loads(_read(folder, "checks.json") or "[]")
+    kind = agent_kind or ("builtin" if "workers.agent" in meta.get("agent_command", []) else "")
+    ev = Evidence(
+        status=meta.get("status", "harness_failure"), reason=meta.get("reason", ""), error=meta.get("error", ""),
+        exit_code=meta.get("exit_code"), deliverable=item.deliverable, expects_transcript=kind in _TRANSCRIPT_AGENTS,
+        files=files, answer=_read(folder, "answer.txt"), receipt=receipt if receipt in ("passed", "failed", "pending") else "none",
+        checks=checks,
+    )
+    if (folder / "transcript.jsonl").is_file():
+        try:
+            events = read_transcript(folder / "transcript.jsonl")
+        except TranscriptError as exc:
+            # A transcript cut by a crash is still evidence up to its last whole line; a grade says so.
+            ev.transcript_present = True
+            ev.error = ev.error or str(exc)
+            return ev
+        ev.transcript_present = True
+        ends = [e for e in events if e.event == "run_end"]
+        ev.run_outcome = ends[-1].outcome if ends else ""
+        ev.stop = _stop_from(events)
+        for e in events:
+            if e.event == "tool_result" and any(t in e.text for t in SHELL_TRACE_FAILURES):
+                ev.shell_trace_failure = e.text.strip().splitlines()[0][:200] if e.text.strip() else "trace failure"
+                break
+    return ev

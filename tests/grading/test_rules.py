@@ -1,0 +1,65 @@
+"""The grade rules, one case per rule, including the seeds' recorded fleet cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.grading import Evidence, StopRecord, grade
+
+
+def ev(**kw) -> Evidence:  # type: ignore[no-untyped-def]
+    base = {"status": "finished", "exit_code": 0, "answer": "done", "files": ["Playground/p/app.py"]}
+    base.update(kw)
+    return Evidence(**base)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [
+        (ev(status="harness_failure", reason="host_unreachable"), "HARNESS_FAILURE"),
+        (ev(run_outcome="infrastructure", exit_code=75), "HARNESS_FAILURE"),
+        (ev(expects_transcript=True, transcript_present=False), "HARNESS_FAILURE"),
+        (ev(shell_trace_failure="Wsl/Service/0x8007274c"), "HARNESS_FAILURE"),
+        (ev(receipt="passed"), "DELIVERED"),
+        (ev(checks=[{"name": "web", "status": "passed"}]), "DELIVERED"),
+        (ev(checks=[{"name": "web", "status": "failed"}]), "PARTIAL"),
+        (ev(checks=[{"name": "web", "status": "untested"}]), "PARTIAL"),
+        (ev(receipt="failed"), "PARTIAL"),
+        (ev(answer=""), "PARTIAL"),
+        (ev(files=[], answer="Here it is:\n```python\nimport os\nprint(1)\nprint(2)\n```\n"), "CODE_IN_CHAT"),
+        (ev(files=[], answer="I could not do it."), "NOTHING"),
+        (ev(deliverable="answer", files=[], answer="Because it cannot be undone."), "DELIVERED"),
+        (ev(deliverable="answer", files=[], answer="  "), "NOTHING"),
+        (ev(status="timeout", exit_code=None), "PARTIAL"),
+        (ev(status="timeout", exit_code=None, files=[], answer=""), "NOTHING"),
+    ],
+)
+def test_each_rule(evidence: Evidence, expected: str) -> None:
+    assert grade(evidence).grade == expected
+
+
+def test_tower2_photo_renamer_after_a_refused_rm_rf_is_partial() -> None:
+    # Seed 003 / fixture photo-renamer-tower2: tests passed, then `rm -rf` was refused and the run
+    # aborted; the owner got only the refusal text, product outcome failed.
+    g = grade(ev(files=["Playground/photo-renamer/rename_photos.py", "Playground/photo-renamer/test_rename.py"],
+                 receipt="failed", answer="I refused a recursive delete ...",
+                 stop=StopRecord(reason="recursive_delete", text="refused rm -rf", at_call=10)))
+    assert g.grade == "PARTIAL" and g.outcome == "failed" and g.stop and g.stop.reason == "recursive_delete"
+    assert "the receipt failed" in g.reasons
+
+
+def test_mac_mini_after_the_fourth_failure_is_nothing() -> None:
+    g = grade(ev(files=[], answer="The run was stopped.", receipt="failed",
+                 stop=StopRecord(reason="consecutive_failures", text="4 consecutive failures", at_call=4)))
+    assert g.grade == "NOTHING" and g.reasons[0] == "stopped: 4 consecutive failures"
+
+
+def test_tower1_dashboard_cut_at_the_output_limit_is_nothing() -> None:
+    g = grade(ev(files=[], answer="The reply was cut at the output limit ...", receipt="failed",
+                 stop=StopRecord(reason="output_limit", text="cut at output limit")))
+    assert g.grade == "NOTHING"
+
+
+def test_a_harness_failure_is_never_graded_as_the_models_even_with_files() -> None:
+    g = grade(ev(status="harness_failure", reason="host_lost", error="charlie: lost", receipt="passed"))
+    assert g.grade == "HARNESS_FAILURE" and "host_lost" in g.reasons[0]
