@@ -1,0 +1,57 @@
+"""The result of one independent acceptance check, shared by every check kind (web, command, file ...).
+
+A check is a list of assertions (``details``); the check's ``status`` folds them:
+
+- ``passed``: every assertion held;
+- ``failed``: at least one assertion did not hold (the deliverable's fault);
+- ``untested``: the check could not be run on this host (e.g. no Chromium); never counts as passed;
+- ``error``: the check itself broke (the harness's or the host's fault, e.g. Chromium crashed at launch).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CHECK_SCHEMA_VERSION", "CheckStatus", "AssertionResult", "CheckResult", "fold_status"]
+
+CHECK_SCHEMA_VERSION = 1
+
+CheckStatus = Literal["passed", "failed", "untested", "error"]
+
+
+class AssertionResult(BaseModel):
+    """One assertion of a check: its name, whether it held, and a human sentence saying why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    status: CheckStatus
+    message: str = ""
+
+
+class CheckResult(BaseModel):
+    """What one acceptance check concluded about one workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = CHECK_SCHEMA_VERSION
+    name: str
+    kind: str
+    status: CheckStatus
+    summary: str = ""
+    details: list[AssertionResult] = Field(default_factory=list)
+    duration_s: float = 0.0
+
+    def failed_details(self) -> list[AssertionResult]:
+        return [d for d in self.details if d.status != "passed"]
+
+
+def fold_status(details: list[AssertionResult]) -> CheckStatus:
+    """The check status implied by its assertions: error > failed > untested > passed."""
+    statuses = {d.status for d in details}
+    for s in ("error", "failed", "untested"):
+        if s in statuses:
+            return s  # type: ignore[return-value]
+    return "passed"
