@@ -120,6 +120,13 @@ def load_open_item(folder: Path) -> Item:
         raise CatalogError(str(prompt_file), "", "file not found") from None
     if not prompt.strip():
         raise CatalogError(str(prompt_file), "", "prompt is empty")
+    from harness.checks.spec import check_kind
+
+    for i, name in enumerate(meta.checks):
+        if check_kind(name) is None:
+            raise CatalogError(str(meta_file), f"checks[{i}]", f"{name!r}: a check is a checks/test_*.py or checks/*.web.toml file")
+        if not (folder / "checks" / name).is_file():
+            raise CatalogError(str(meta_file), f"checks[{i}]", f"{folder / 'checks' / name} not found")
     _check_placeholders(prompt, meta.vars, str(prompt_file), "", vars_file=str(meta_file))
     return Item(
         id=folder.name,

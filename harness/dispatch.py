@@ -20,7 +20,10 @@ from typing import Callable
 from celery.exceptions import WorkerLostError
 from celery.result import AsyncResult
 
+from pathlib import Path
+
 from harness.catalog import render
+from harness.checks.spec import load_checks
 from harness.errors import DispatchError
 from harness.inventory import Inventory
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
@@ -146,6 +149,7 @@ class Dispatcher:
             item=item,
             prompt=render(item.prompt, cell.values),
             harness_commit=harness_commit(),
+            checks=load_checks(Path(item.source), item.checks) if item.kind == "open" and item.source else [],
             namespace=self.namespace,
             task_id=task_id,
         )

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.catalog import Item
+from harness.checks.spec import CheckSpec
 from harness.inventory import AgentConfig, Host
 
 __all__ = [
@@ -100,6 +101,7 @@ class AttemptRequest(_Record):
     item: Item
     prompt: str = Field(description="The rendered prompt text, uploaded to the host as a file.")
     harness_commit: str
+    checks: list[CheckSpec] = Field(default_factory=list, description="Acceptance checks run after the agent ends.")
     namespace: str = Field(default="", description="Queue and lock namespace (several fleets on one broker).")
     task_id: str = ""
 

@@ -38,6 +38,8 @@ class Timing:
     poll_min_s: float = 0.2
     poll_max_s: float = 2.0
     launcher_grace_s: float = 120.0
+    check_timeout_s: float = 120.0
+    """Each acceptance check's own time limit."""
     """The launcher kills the agent itself this long after the timeout, if no worker did."""
 
 
@@ -75,6 +77,7 @@ class _Attempt:
         self.paths: AttemptPaths | None = None
         self.pgid: int | None = None
         self.launch_record: dict = {}
+        self.checks_json: bytes | None = None
 
     # -- stages ------------------------------------------------------------------------------------
     def stage(self) -> None:
@@ -179,6 +182,47 @@ class _Attempt:
         p = self.paths
         self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py kill {_q(p.root)}", timeout=60)
 
+    def run_checks(self) -> None:
+        """Run the item's acceptance checks on the host, in the workspace the agent left, each with its
+        own time limit, from the harness release installed there; results go to ``checks.json``."""
+        from harness.checks.pytest_runner import build_check_command, parse_junit, staged_files, timed_out_exit
+        from harness.checks.result import CheckResult
+        from workers.install import ensure_harness
+
+        p = self.paths
+        assert p is not None
+        python = self.adapter.harness_python or ensure_harness(self.t, self.req.host)
+        limit = self.timing.check_timeout_s
+        results: list[dict] = []
+        for check in self.req.checks:
+            folder = f"{p.fleet}/checks/{check.name}"
+            self.t.shell(f"rm -rf {_q(folder)} && mkdir -p {_q(folder)}", timeout=30)
+            started = time.monotonic()
+            if check.kind == "pytest":
+                for name, text in staged_files([]).items():
+                    self.t.put(f"{folder}/{name}", text.encode())
+                for name, text in check.files.items():
+                    self.t.put(f"{folder}/{name}", text.encode())
+                junit = f"{folder}/junit.xml"
+                argv = build_check_command(python, [f"{folder}/{n}" for n in check.files], p.workspace, junit, int(limit))
+                r = self.t.shell(f"cd {_q(folder)} && " + " ".join(_q(a) for a in argv), timeout=limit + 60)
+                res = parse_junit(self._get(junit) or b"", check.name, time.monotonic() - started,
+                                  timed_out=timed_out_exit(r.exit_code), timeout_s=limit)
+            else:
+                self.t.put(f"{folder}/spec.json", json.dumps(check.spec).encode())
+                r = self.t.shell(
+                    f"{_q(python)} -m harness.checks.web {_q(p.workspace)} {_q(folder)}/spec.json --timeout {int(limit)}",
+                    timeout=limit + 60,
+                )
+                try:
+                    res = CheckResult.model_validate_json(r.stdout)
+                except ValueError:
+                    res = CheckResult(name=check.name, kind="web", status="error",
+                                      summary=f"the web check did not answer: {r.tail()}", details=[],
+                                      duration_s=time.monotonic() - started)
+            results.append(res.model_dump(mode="json"))
+        self.checks_json = json.dumps(results, indent=2).encode()
+
     def collect(self) -> None:
         p = self.paths
         assert p is not None
@@ -204,6 +248,8 @@ class _Attempt:
                     if f is not None:
                         arts.append(Artifact.of(f"workspace/{member.name}", f.read()))
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
+        if self.checks_json is not None:
+            arts.append(Artifact.of("checks.json", self.checks_json))
         arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
         collected: dict[str, bytes] = {}
         for rel in self.adapter.collect():
@@ -251,6 +297,8 @@ class _Attempt:
                 res.exit_code = exit_info.get("exit_code")
                 if exit_info.get("signal"):
                     res.error = f"the agent ended by signal {exit_info['signal']}"
+            if self.req.checks:
+                self.run_checks()
             self.collect()
         except InfrastructureError as exc:
             res.status = "harness_failure"

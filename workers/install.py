@@ -3,7 +3,7 @@
 The builtin agent and its guard run on the host, so every host must run exactly the code that the
 coordinator's commit names. ``ensure_harness`` uploads a source archive of this harness, builds
 ``<workdir>/harness/<release>/venv`` with it (the agent needs only pydantic besides the standard
-library, so Celery, Fabric and the rest are not installed on hosts), and marks it ready. A release that
+library; the checks need pytest and playwright; Celery, Fabric and the rest are not installed on hosts), and marks it ready. A release that
 is ready is reused while the code is unchanged; two workers installing at once take turns through a
 lock folder on the host.
 
@@ -29,7 +29,8 @@ from workers.transport.base import Transport
 
 __all__ = ["Release", "source_release", "ensure_harness", "HOST_REQUIREMENTS"]
 
-HOST_REQUIREMENTS = ["pydantic>=2.6,<3"]
+HOST_REQUIREMENTS = ["pydantic>=2.6,<3", "pytest>=8", "playwright>=1.45"]
+"""What the agent and the acceptance checks need on a host (Chromium itself is the host's own)."""
 _PACKED = ("pyproject.toml", "README.md", "harness", "workers")
 
 

@@ -53,6 +53,13 @@ def test_first_command_runs_the_bundled_items_here(tmp_path):
         end = json.loads((runs / sweep_id / cell["id"] / "attempt-1" / "transcript.jsonl").read_text().splitlines()[-1])
         assert end["event"] == "run_end" and end["outcome"] == "completed", (item, end)
         assert sweep["attempts"][cell["id"]][-1]["grade"] == "DELIVERED"
+    # The acceptance checks ran on the host after the agent: pytest for the renamer, Chromium for the page.
+    checks = {}
+    for item in ("07-photo-renamer", "09-sales-dashboard"):
+        (cell,) = [c for c in sweep["cells"] if c["item"] == item]
+        grade = json.loads((runs / sweep_id / cell["id"] / "attempt-1" / "grade.json").read_text())
+        checks.update({c["name"]: (c["kind"], c["status"]) for c in grade["checks"]})
+    assert checks == {"test_photo_renamer": ("pytest", "passed"), "dashboard": ("web", "passed")}
 
     rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -244,3 +244,23 @@ def test_duplicate_numbers(tmp_path: Path) -> None:
 def test_missing_prompts_dir(tmp_path: Path) -> None:
     e = load_error(tmp_path / "nope")
     assert str(e) == f"{tmp_path / 'nope'}: prompts directory not found"
+
+
+def test_an_items_checks_must_be_check_files_in_its_checks_folder(tmp_path: Path) -> None:
+    from harness.catalog import load_open_item
+    from harness.errors import CatalogError
+
+    item = tmp_path / "05-thing"
+    (item / "checks").mkdir(parents=True)
+    (item / "prompt.md").write_text("do a thing\n")
+    (item / "item.toml").write_text('schema_version = 1\ntitle = "t"\nchecks = ["test_thing.py"]\n')
+    with pytest.raises(CatalogError) as err:
+        load_open_item(item)
+    assert str(err.value).startswith(f"{item / 'item.toml'}: checks[0]: ") and "not found" in str(err.value)
+    (item / "item.toml").write_text('schema_version = 1\ntitle = "t"\nchecks = ["thing.txt"]\n')
+    with pytest.raises(CatalogError) as err:
+        load_open_item(item)
+    assert "checks/test_*.py or checks/*.web.toml" in str(err.value)
+    (item / "checks" / "test_thing.py").write_text("def test_x(workspace):\n    assert workspace.is_dir()\n")
+    (item / "item.toml").write_text('schema_version = 1\ntitle = "t"\nchecks = ["test_thing.py"]\n')
+    assert load_open_item(item).checks == ["test_thing.py"]
