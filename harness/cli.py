@@ -380,6 +380,24 @@ def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyp
     _finish(rec, store, as_json)
 
 
+@cli.command()
+@click.argument("sweep_id", required=False)
+@common_runs
+def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
+    """Write REPORT.md, junit.xml and results.json for a sweep (the latest if no id is given)."""
+    from harness.report import write_report
+    from harness.store import Store
+
+    store = Store(_runs_dir(runs))
+    if not sweep_id:
+        sweeps = store.list_sweeps()
+        if not sweeps:
+            raise UsageError(f"{store.root}: no sweeps yet")
+        sweep_id = sweeps[-1]
+    for path in write_report(store, store.load_sweep(sweep_id)):
+        console.print(str(path), markup=False)
+
+
 @cli.group()
 def guard() -> None:
     """Check the guard's rules on real output."""

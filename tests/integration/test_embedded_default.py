@@ -61,6 +61,18 @@ def test_first_command_runs_the_bundled_items_here(tmp_path):
         checks.update({c["name"]: (c["kind"], c["status"]) for c in grade["checks"]})
     assert checks == {"test_photo_renamer": ("pytest", "passed"), "dashboard": ("web", "passed")}
 
+    rep = _fleet(["report", sweep_id], tmp_path, home)
+    assert rep.returncode == 0, rep.stderr
+    report_md = (runs / sweep_id / "REPORT.md").read_text()
+    assert "| local / builtin | DELIVERED | DELIVERED | DELIVERED |" in report_md
+    assert "| local | 3/3 (100 %) | 3/3 (100 %) |" in report_md
+    results = json.loads((runs / sweep_id / "results.json").read_text())
+    assert {r["grade"] for r in results["cells"]} == {"DELIVERED"}
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(runs / sweep_id / "junit.xml").getroot()
+    assert suite.get("tests") == "3" and suite.get("failures") == "0" and suite.get("errors") == "0"
+
     rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     cells = {c["item"]: c for c in json.loads(rerun.stdout)["cells"]}
