@@ -218,11 +218,7 @@ def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
     from harness.store import Store
 
     store = Store(_runs_dir(runs))
-    if not sweep_id:
-        sweeps = store.list_sweeps()
-        if not sweeps:
-            raise UsageError(f"{store.root}: no sweeps yet")
-        sweep_id = sweeps[-1]
+    sweep_id = sweep_id or store.latest_sweep()
     _finish(store.load_sweep(sweep_id), store, as_json)
 
 
@@ -242,16 +238,7 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
 
     store = Store(_runs_dir(runs))
     rec = store.load_sweep(sweep_id)
-    cells = [
-        c for c in rec.cells
-        if c.host == host and item in (c.item, rec.items[c.item].number)
-        and (agent is None or c.agent == agent) and (rep is None or c.rep == rep)
-    ]
-    if not cells:
-        raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
-    if len(cells) > 1:
-        raise UsageError(f"{len(cells)} cells match ({', '.join(c.id for c in cells[:6])}); narrow with --agent and --rep")
-    cell = cells[0]
+    cell = rec.one_cell(host, item, agent, rep)
     runs_ = rec.attempts.get(cell.id) or []
     if not runs_:
         raise UsageError(f"{cell.id}: no attempt yet")
@@ -364,8 +351,7 @@ def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyp
 
     store = Store(_runs_dir(runs))
     rec = store.load_sweep(sweep_id)
-    cells = [c for c in rec.cells if (host is None or c.host == host)
-             and (item is None or item in (c.item, rec.items[c.item].number))]
+    cells = rec.cells_matching(host, item)
     if not cells:
         raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
     n = 0
@@ -389,11 +375,7 @@ def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
     from harness.store import Store
 
     store = Store(_runs_dir(runs))
-    if not sweep_id:
-        sweeps = store.list_sweeps()
-        if not sweeps:
-            raise UsageError(f"{store.root}: no sweeps yet")
-        sweep_id = sweeps[-1]
+    sweep_id = sweep_id or store.latest_sweep()
     for path in write_report(store, store.load_sweep(sweep_id)):
         console.print(str(path), markup=False)
 

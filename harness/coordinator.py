@@ -41,17 +41,7 @@ class Coordinator:
     ) -> SweepRecord:
         """Add a new attempt to one cell."""
         sweep = self.store.load_sweep(sweep_id)
-        matches = [
-            c for c in sweep.cells
-            if c.host == host and item in (c.item, sweep.items[c.item].number)
-            and (agent is None or c.agent == agent) and (rep is None or c.rep == rep)
-        ]
-        if not matches:
-            raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
-        if len(matches) > 1:
-            names = ", ".join(c.id for c in matches[:6])
-            raise UsageError(f"{len(matches)} cells match ({names}); narrow with --agent and --rep")
-        cell = matches[0]
+        cell = sweep.one_cell(host, item, agent, rep)
         return self._run(sweep, inventory, lambda w: [(cell, self._next_attempt(sweep, cell))])
 
     def resume(self, sweep_id: str, inventory: Inventory) -> SweepRecord:

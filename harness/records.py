@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.catalog import Item
+from harness.errors import UsageError
 from harness.checks.spec import CheckSpec
 from harness.inventory import AgentConfig, Host
 
@@ -209,6 +210,26 @@ class SweepRecord(_Record):
             if c.id == cell_id:
                 return c
         raise KeyError(cell_id)
+
+    def cells_matching(
+        self, host: str | None = None, item: str | None = None, agent: str | None = None, rep: int | None = None
+    ) -> list[Cell]:
+        """Cells by host, item (id or open-prompt number), agent and repetition; None matches any."""
+        return [
+            c for c in self.cells
+            if (host is None or c.host == host) and (item is None or item in (c.item, self.items[c.item].number))
+            and (agent is None or c.agent == agent) and (rep is None or c.rep == rep)
+        ]
+
+    def one_cell(self, host: str, item: str, agent: str | None = None, rep: int | None = None) -> Cell:
+        """The single cell a command names; none or several is the user's error, said in one line."""
+        matches = self.cells_matching(host, item, agent, rep)
+        if not matches:
+            raise UsageError(f"sweep {self.id} has no cell for host {host!r} and item {item!r}")
+        if len(matches) > 1:
+            names = ", ".join(c.id for c in matches[:6])
+            raise UsageError(f"{len(matches)} cells match ({names}); narrow with --agent and --rep")
+        return matches[0]
 
     def last(self, cell_id: str) -> AttemptSummary | None:
         runs = self.attempts.get(cell_id) or []

@@ -116,6 +116,13 @@ class Store:
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "sweep.json").is_file())
 
+    def latest_sweep(self) -> str:
+        """The newest sweep's id (ids sort by time); none yet is the user's error."""
+        sweeps = self.list_sweeps()
+        if not sweeps:
+            raise UsageError(f"{self.root}: no sweeps yet")
+        return sweeps[-1]
+
     def attempt_dir(self, sweep_id: str, cell_id: str, attempt: int) -> Path:
         return self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}"
 
