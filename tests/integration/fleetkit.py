@@ -236,6 +236,12 @@ def fleet_env(namespace: str, extra: dict[str, str] | None = None) -> dict[str, 
     return env
 
 
+def start_fleet(args: list[str], namespace: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a `fleet` command in the background (for tests that act while it runs)."""
+    return subprocess.Popen(FLEET + args, cwd=REPO, env=fleet_env(namespace, env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 def run_fleet(args: list[str], namespace: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(FLEET + args, cwd=REPO, env=fleet_env(namespace, env), capture_output=True, text=True,
                           timeout=timeout)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import FLEET, REPO, fleet_env, run_fleet
+from tests.integration.fleetkit import run_fleet, start_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -63,11 +62,8 @@ def test_worker_lost_is_recorded_and_retried(tmp_path, ssh_hosts, client_key, re
     prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
     w = workers(["alpha"], inv, concurrency=1, FLEET_SLOT_TTL="3")
     runs = tmp_path / "runs"
-    proc = subprocess.Popen(
-        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
-                 "--broker", redis_server.url],
-        cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                        "--broker", redis_server.url], namespace)
     _wait_for(marker)
     for child in w.pool_children():  # the pool process running the attempt dies
         os.kill(child, 9)
@@ -89,12 +85,8 @@ def test_host_lost_mid_run_is_retried_when_it_returns(tmp_path, ssh_hosts, clien
     prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
     workers(["charlie"], inv)
     runs = tmp_path / "runs"
-    proc = subprocess.Popen(
-        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
-                 "--broker", redis_server.url],
-        cwd=REPO, env=fleet_env(namespace, {"FLEET_RETRY_BACKOFF": "4"}), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
+    proc = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                        "--broker", redis_server.url], namespace, {"FLEET_RETRY_BACKOFF": "4"})
     try:
         _wait_for(marker)
         host.stop()  # sshd and every session it serves are gone
@@ -151,11 +143,8 @@ def test_a_task_whose_whole_worker_died_is_delivered_again(tmp_path, ssh_hosts, 
     fast = {"FLEET_VISIBILITY_TIMEOUT": "4", "FLEET_SLOT_TTL": "3"}
     first = workers(["delta"], inv, concurrency=1, **fast)
     runs = tmp_path / "runs"
-    proc = subprocess.Popen(
-        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
-                 "--broker", redis_server.url],
-        cwd=REPO, env=fleet_env(namespace, fast), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                        "--broker", redis_server.url], namespace, fast)
     _wait_for(marker)
     os.killpg(first.proc.pid, 9)  # the whole worker, main process and pool, dies without a word
     first.proc.wait(10)
@@ -180,11 +169,8 @@ def test_interrupting_a_sweep_revokes_and_kills_the_remote_agent(tmp_path, ssh_h
     prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
     workers(["alpha"], inv, concurrency=1)
     runs = tmp_path / "runs"
-    proc = subprocess.Popen(
-        FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
-                 "--broker", redis_server.url],
-        cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                        "--broker", redis_server.url], namespace)
     _wait_for(pids)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

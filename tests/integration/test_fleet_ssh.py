@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import free_port, run_fleet
+from tests.integration.fleetkit import free_port, run_fleet, start_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -153,10 +153,6 @@ def test_refused_connection_is_retried_and_others_finish(tmp_path, ssh_hosts, cl
 
 
 def test_slots_one_holds_across_two_worker_processes(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
-    import subprocess
-
-    from tests.integration.fleetkit import FLEET, REPO, fleet_env
-
     host = ssh_hosts["charlie"]
     ledger = tmp_path / "ledger.txt"
     agent = ["sh", "-c", f'echo "start $(date +%s.%N)" >> {ledger}; sleep 0.6; echo "end $(date +%s.%N)" >> {ledger}']
@@ -166,11 +162,8 @@ def test_slots_one_holds_across_two_worker_processes(tmp_path, ssh_hosts, client
     workers(["charlie"], inv, concurrency=3)
     # Two sweeps at once: each keeps one attempt in flight, so two tasks for one host reach two workers.
     procs = [
-        subprocess.Popen(
-            FLEET + ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs",
-                     str(tmp_path / f"runs{i}"), "--broker", redis_server.url, "--repeat", "2"],
-            cwd=REPO, env=fleet_env(namespace), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs",
+                     str(tmp_path / f"runs{i}"), "--broker", redis_server.url, "--repeat", "2"], namespace)
         for i in range(2)
     ]
     for p in procs:
