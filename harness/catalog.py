@@ -53,6 +53,16 @@ class Item(_Strict):
     round: str = Field(default="", description="The round a task belongs to.")
     repetitions: int = Field(default=1, ge=1, description="Runs per sweep (rounds); multiplied by --repeat.")
     source: str = Field(default="", description="File the item was read from.")
+    folder: str = Field(
+        default="",
+        description="Folder holding the item's checks/ and demo model.toml: the open prompt's folder, or "
+        "rounds/NAME/TASK/ for a round task ('' when a round task has neither).",
+    )
+
+    @property
+    def check_folder(self) -> str:
+        """Where ``checks/`` and ``model.toml`` are (sweeps recorded before ``folder`` existed: the source)."""
+        return self.folder or (self.source if self.kind == "open" else "")
 
 
 class _OpenMeta(_Strict):
@@ -106,6 +116,23 @@ def _check_placeholders(
                 raise CatalogError(vars_file or file, f"{vars_key}.{name}", str(exc)) from None
 
 
+def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], file: str, key: str) -> None:
+    """Each named check is a ``checks/test_*.py`` or ``checks/*.web.toml`` file of ``folder`` that parses,
+    and every ``{{name}}`` placeholder in a web check has a var."""
+    from harness.checks.spec import CheckSpecError, check_kind, load_checks
+
+    for i, name in enumerate(names):
+        if check_kind(name) is None:
+            raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a checks/test_*.py or checks/*.web.toml file")
+        path = folder / "checks" / name
+        if not path.is_file():
+            raise CatalogError(file, f"{key}[{i}]", f"{path} not found")
+        try:
+            load_checks(folder, [name], {v: "" for v in vars}, strict=True)
+        except CheckSpecError as exc:
+            raise CatalogError(str(path), exc.key, exc.problem) from None
+
+
 def load_open_item(folder: Path) -> Item:
     """Read one ``prompts/open/NN-slug/`` folder."""
     m = _OPEN_DIR.match(folder.name)
@@ -120,13 +147,7 @@ def load_open_item(folder: Path) -> Item:
         raise CatalogError(str(prompt_file), "", "file not found") from None
     if not prompt.strip():
         raise CatalogError(str(prompt_file), "", "prompt is empty")
-    from harness.checks.spec import check_kind
-
-    for i, name in enumerate(meta.checks):
-        if check_kind(name) is None:
-            raise CatalogError(str(meta_file), f"checks[{i}]", f"{name!r}: a check is a checks/test_*.py or checks/*.web.toml file")
-        if not (folder / "checks" / name).is_file():
-            raise CatalogError(str(meta_file), f"checks[{i}]", f"{folder / 'checks' / name} not found")
+    _check_check_files(folder, meta.checks, meta.vars, str(meta_file), "checks")
     _check_placeholders(prompt, meta.vars, str(prompt_file), "", vars_file=str(meta_file))
     return Item(
         id=folder.name,
@@ -139,6 +160,7 @@ def load_open_item(folder: Path) -> Item:
         deliverable=meta.deliverable,
         vars=meta.vars,
         source=str(folder),
+        folder=str(folder),
     )
 
 
@@ -149,6 +171,9 @@ def load_round(file: Path) -> list[Item]:
     items = []
     for i, task in enumerate(data.tasks):
         _check_placeholders(task.prompt, task.vars, str(file), f"tasks[{i}].prompt", vars_key=f"tasks[{i}].vars")
+        # A task's checks and demo script live in rounds/NAME/TASK/ (checks/, model.toml), like an open prompt's.
+        folder = file.parent / name / task.id
+        _check_check_files(folder, task.checks, task.vars, str(file), f"tasks[{i}].checks")
         items.append(
             Item(
                 id=f"{name}.{task.id}",
@@ -162,6 +187,7 @@ def load_round(file: Path) -> list[Item]:
                 round=name,
                 repetitions=data.repetitions,
                 source=str(file),
+                folder=str(folder) if folder.is_dir() else "",
             )
         )
     return items

@@ -97,8 +97,8 @@ class Coordinator:
 
         from harness.modelserver import ScriptedModelServer, ScriptError
 
-        scripts = [str(Path(i.source) / "model.toml") for i in sweep.items.values()
-                   if i.kind == "open" and (Path(i.source) / "model.toml").is_file()]
+        scripts = [str(Path(i.check_folder) / "model.toml") for i in sweep.items.values()
+                   if i.check_folder and (Path(i.check_folder) / "model.toml").is_file()]
         with contextlib.ExitStack() as stack:
             for name in sorted(hosts):
                 model = inventory.hosts[name].model

@@ -149,7 +149,7 @@ class Dispatcher:
             item=item,
             prompt=render(item.prompt, cell.values),
             harness_commit=harness_commit(),
-            checks=load_checks(Path(item.source), item.checks) if item.kind == "open" and item.source else [],
+            checks=load_checks(Path(item.check_folder), item.checks, cell.values) if item.checks and item.check_folder else [],
             namespace=self.namespace,
             task_id=task_id,
         )

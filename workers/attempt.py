@@ -199,7 +199,7 @@ class _Attempt:
             self.t.shell(f"rm -rf {_q(folder)} && mkdir -p {_q(folder)}", timeout=30)
             started = time.monotonic()
             if check.kind == "pytest":
-                for name, text in staged_files([]).items():
+                for name, text in staged_files([], check.values).items():
                     self.t.put(f"{folder}/{name}", text.encode())
                 for name, text in check.files.items():
                     self.t.put(f"{folder}/{name}", text.encode())

@@ -28,6 +28,7 @@ checks against. The original's path is in ``FLEET_WORKSPACE``; checks must not w
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -74,7 +75,10 @@ _PLUGIN_SOURCE = '''\
 
 ``workspace``: a fresh copy of the attempt's workspace (path in $FLEET_WORKSPACE) for each test, so
 nothing a check runs can change the graded files.
+``values``: the values drawn for this run of a round task (project folder, marker ...), name -> text;
+empty for an item without variables.
 """
+import json
 import os
 import shutil
 from pathlib import Path
@@ -92,6 +96,12 @@ def workspace(tmp_path_factory):
     copy = tmp_path_factory.mktemp("workspace", numbered=True) / "ws"
     shutil.copytree(source, copy, symlinks=True, ignore=_SKIP)
     return Path(copy)
+
+
+@pytest.fixture
+def values():
+    path = Path(__file__).with_name("values.json")
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 '''
 
 
@@ -100,14 +110,18 @@ def plugin_source() -> str:
     return _PLUGIN_SOURCE
 
 
-def staged_files(check_files: list[Path]) -> dict[str, str]:
+RESERVED = ("conftest.py", "pytest.ini", "values.json")
+
+
+def staged_files(check_files: list[Path], values: dict[str, str] | None = None) -> dict[str, str]:
     """Everything a check directory holds, as ``{file name: text}``.
 
     Check files keep their names; two with the same name get ``_2``, ``_3`` ... (pytest runs in
-    importlib mode, so file names never clash as modules anyway). ``conftest.py`` and ``pytest.ini``
-    are reserved.
+    importlib mode, so file names never clash as modules anyway). ``conftest.py``, ``pytest.ini`` and
+    ``values.json`` (the ``values`` fixture's source) are reserved.
     """
-    files: dict[str, str] = {"conftest.py": plugin_source(), "pytest.ini": INI_SOURCE}
+    files: dict[str, str] = {"conftest.py": plugin_source(), "pytest.ini": INI_SOURCE,
+                             "values.json": json.dumps(values or {}, indent=2, sort_keys=True)}
     for f in check_files:
         f = Path(f)
         stem, suffix, name, n = f.stem, f.suffix, f.name, 1
@@ -118,14 +132,14 @@ def staged_files(check_files: list[Path]) -> dict[str, str]:
     return files
 
 
-def stage_checks(check_files: list[Path], check_dir: Path) -> list[str]:
+def stage_checks(check_files: list[Path], check_dir: Path, values: dict[str, str] | None = None) -> list[str]:
     """Write the check directory; return the staged check files' paths (for :func:`build_check_command`)."""
     check_dir = Path(check_dir)
     check_dir.mkdir(parents=True, exist_ok=True)
     staged = []
-    for name, text in staged_files(check_files).items():
+    for name, text in staged_files(check_files, values).items():
         (check_dir / name).write_text(text, encoding="utf-8")
-        if name not in ("conftest.py", "pytest.ini"):
+        if name not in RESERVED:
             staged.append(str(check_dir / name))
     return staged
 
@@ -236,7 +250,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_checks_locally(workspace: Path, check_files: list[Path], timeout_s: int, python: str = sys.executable,
-                       name: str = "checks") -> CheckResult:
+                       name: str = "checks", values: dict[str, str] | None = None) -> CheckResult:
     """Stage ``check_files`` in a temporary directory, run them against ``workspace``, parse the result.
 
     The subprocess gets its own process group; if it is still running :data:`KILL_GRACE_S` + 5 s
@@ -245,7 +259,7 @@ def run_checks_locally(workspace: Path, check_files: list[Path], timeout_s: int,
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fleet-checks-") as tmp:
         check_dir = Path(tmp) / "checks"
-        staged = stage_checks([Path(f) for f in check_files], check_dir)
+        staged = stage_checks([Path(f) for f in check_files], check_dir, values)
         junit = Path(tmp) / JUNIT_NAME
         argv = build_check_command(python, staged, str(workspace), str(junit), timeout_s)
         proc = subprocess.Popen(argv, cwd=check_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -1,19 +1,36 @@
 """Which acceptance checks an item has, in a form that travels to the worker (no shared files).
 
 An open prompt names its checks in ``item.toml`` (``checks = ["test_photo_renamer.py",
-"page.web.toml"]``): each is a file in the item's ``checks/`` folder. ``test_*.py`` files are pytest
+"page.web.toml"]``), a round task in its ``checks`` key: each is a file in the item's ``checks/`` folder
+(``prompts/open/NN-slug/checks/``, ``prompts/rounds/NAME/TASK/checks/``). ``test_*.py`` files are pytest
 checks (docs/checks-pytest.md); ``*.web.toml`` files are web checks in Chromium (docs/checks-web.md).
+
+A round's values drawn for the cell (project folder, marker ...) travel with the check: a web check's
+strings may hold ``{{name}}`` placeholders, filled here; a pytest check gets them from its ``values``
+fixture.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["CheckSpec", "check_kind", "load_checks"]
+__all__ = ["CheckSpec", "CheckSpecError", "check_kind", "load_checks", "fill_placeholders"]
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class CheckSpecError(ValueError):
+    """A check file that cannot be used: ``key`` inside the file, ``problem`` in words."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}" if key else problem)
+        self.key = key
+        self.problem = problem
 
 
 class CheckSpec(BaseModel):
@@ -24,7 +41,8 @@ class CheckSpec(BaseModel):
     name: str
     kind: Literal["pytest", "web"]
     files: dict[str, str] = Field(default_factory=dict, description="pytest: check file name -> text.")
-    spec: dict = Field(default_factory=dict, description="web: the WebCheckSpec as a table.")
+    spec: dict = Field(default_factory=dict, description="web: the WebCheckSpec as a table, placeholders filled.")
+    values: dict[str, str] = Field(default_factory=dict, description="The cell's drawn values (pytest: ``values`` fixture).")
 
 
 def check_kind(name: str) -> Literal["pytest", "web"] | None:
@@ -35,16 +53,62 @@ def check_kind(name: str) -> Literal["pytest", "web"] | None:
     return None
 
 
-def load_checks(item_folder: Path, names: list[str]) -> list[CheckSpec]:
-    """Read the named check files of one item folder (the catalog has validated that they exist)."""
+def fill_placeholders(data: Any, values: dict[str, str], key: str = "") -> Any:
+    """``data`` with ``{{name}}`` in every string replaced by ``values[name]``; an unknown name is a
+    :class:`CheckSpecError` at its key."""
+
+    def one(text: str, where: str) -> str:
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) not in values:
+                raise CheckSpecError(where, f"placeholder {{{{{m.group(1)}}}}} is not a variable of the item")
+            return values[m.group(1)]
+
+        return _PLACEHOLDER.sub(sub, text)
+
+    if isinstance(data, str):
+        return one(data, key)
+    if isinstance(data, dict):
+        return {k: fill_placeholders(v, values, f"{key}.{k}" if key else str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [fill_placeholders(v, values, f"{key}[{i}]") for i, v in enumerate(data)]
+    return data
+
+
+def load_checks(item_folder: Path, names: list[str], values: dict[str, str] | None = None,
+                strict: bool = False) -> list[CheckSpec]:
+    """Read the named check files of one item folder, with the cell's ``values`` filled in.
+
+    ``strict`` (the catalog, when it loads an item) also validates each web check and compiles each pytest
+    check, raising :class:`CheckSpecError`; the dispatcher trusts what the catalog validated.
+    """
+    from harness.checks.web import WebCheckSpec
+
+    values = values or {}
     out = []
     for name in names:
-        path = item_folder / "checks" / name
+        path = Path(item_folder) / "checks" / name
         kind = check_kind(name)
+        text = path.read_text(encoding="utf-8")
         if kind == "pytest":
-            out.append(CheckSpec(name=Path(name).stem, kind="pytest", files={path.name: path.read_text(encoding="utf-8")}))
+            if strict:
+                try:
+                    compile(text, str(path), "exec")
+                except SyntaxError as exc:
+                    raise CheckSpecError(f"line {exc.lineno}", f"not valid Python: {exc.msg}") from None
+            out.append(CheckSpec(name=Path(name).stem, kind="pytest", files={path.name: text}, values=values))
         elif kind == "web":
-            spec = tomllib.loads(path.read_text(encoding="utf-8"))
-            spec.setdefault("name", name.removesuffix(".web.toml"))
-            out.append(CheckSpec(name=spec["name"], kind="web", spec=spec))
+            try:
+                raw = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise CheckSpecError("(syntax)", str(exc)) from None
+            raw.setdefault("name", name.removesuffix(".web.toml"))
+            spec = fill_placeholders(raw, values)
+            if strict:
+                try:
+                    WebCheckSpec.model_validate(spec)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    loc = ".".join(str(x) for x in err["loc"])
+                    raise CheckSpecError(loc, err["msg"].lower()) from None
+            out.append(CheckSpec(name=spec["name"], kind="web", spec=spec, values=values))
     return out

@@ -2,9 +2,15 @@
 
 Assertions (each one a ``details`` entry of the :class:`CheckResult`):
 
-- ``page``: the page file exists in the workspace and loads over HTTP (status < 400);
+- ``page``: the page file exists in the workspace and loads over HTTP (status < 400). ``page`` is a path
+  relative to the workspace or a glob pattern (``**/*.html``, ``**/fleet-qualification-*/**/index.html``):
+  agents put a page wherever they like, so a pattern takes the shallowest match, an ``index.html``
+  before other names at the same depth, then the first by name (hidden folders and ``node_modules`` are
+  skipped); the detail names the file chosen and how many matched;
 - ``console``: no console error and no uncaught exception (when ``no_console_errors``);
 - ``element: <sel>``: each named element exists in the DOM;
+- ``count: <sel>``: at least N elements matching the selector are visible when the page has loaded
+  (``counts = { "article.event-card" = 3 }``);
 - ``interaction``: clicking ``click`` makes ``reveals`` go from hidden to visible;
 - ``overflow@<w>px``: ``documentElement.scrollWidth <= innerWidth + 1`` at the viewport width;
 - ``offline``: informational, always ``passed``: the external URLs the check blocked.
@@ -41,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.checks.result import AssertionResult, CheckResult, fold_status
 
-__all__ = ["WebCheckSpec", "WebInteraction", "run_web_check", "find_chromium", "CHROMIUM_ARGS", "main"]
+__all__ = ["WebCheckSpec", "WebInteraction", "run_web_check", "find_chromium", "find_page", "CHROMIUM_ARGS", "main"]
 
 #: Flags that make the system Chromium behave headless, as root, on a closed network.
 #: (``--headless`` and a fresh temporary ``--user-data-dir`` are added by Playwright itself.)
@@ -82,6 +88,7 @@ class WebCheckSpec(BaseModel):
     name: str = "web"
     page: str = Field(default="index.html", min_length=1)
     elements: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict, description="selector -> least number visible at load")
     interaction: WebInteraction | None = None
     viewport_width: int = Field(default=375, ge=200, le=4000)
     viewport_height: int = Field(default=800, ge=200, le=4000)
@@ -171,10 +178,36 @@ def _result(spec: WebCheckSpec, details: list[AssertionResult], t0: float, statu
     )
 
 
+_GLOB_CHARS = frozenset("*?[")
+_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
+
+
+def is_pattern(page: str) -> bool:
+    return any(c in _GLOB_CHARS for c in page)
+
+
+def find_page(root: Path, pattern: str) -> tuple[Path | None, int]:
+    """The page a glob pattern names in ``root`` (see the module docstring) and how many files matched."""
+    found = []
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if not path.is_file() or any(p.startswith(".") or p in _SKIPPED_DIRS for p in rel.parts[:-1]):
+            continue
+        found.append((len(rel.parts), rel.name != "index.html", rel.as_posix(), path))
+    return (min(found)[3], len(found)) if found else (None, 0)
+
+
 def _page_path(workspace: Path, rel: str) -> tuple[Path | None, str]:
     if Path(rel).is_absolute():
         return None, f"page {rel!r} must be relative to the workspace"
     root = workspace.resolve()
+    if is_pattern(rel):
+        if ".." in Path(rel).parts:
+            return None, f"page {rel!r} is outside the workspace"
+        match, n = find_page(root, rel)
+        if match is None:
+            return None, f"no file in the workspace matches {rel}"
+        rel = match.relative_to(root).as_posix()
     target = (root / rel).resolve()
     if not target.is_relative_to(root):
         return None, f"page {rel!r} is outside the workspace"
@@ -201,16 +234,21 @@ def run_web_check(
         return _result(spec, [], t0, status="untested",
                        summary="untested: the Python package 'playwright' is not installed (pip install playwright)")
     rel = target.relative_to(workspace.resolve()).as_posix()
+    note = ""
+    if is_pattern(spec.page):
+        n = find_page(workspace.resolve(), spec.page)[1]
+        note = f" (matched {spec.page}" + (f", chosen from {n} matches)" if n > 1 else ")")
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _run_browser(workspace.resolve(), rel, spec, timeout_s, exe, t0)
+        return _run_browser(workspace.resolve(), rel, spec, timeout_s, exe, t0, note)
     # Playwright's sync API refuses to run inside an event loop: give it a thread of its own.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(_run_browser, workspace.resolve(), rel, spec, timeout_s, exe, t0).result()
+        return pool.submit(_run_browser, workspace.resolve(), rel, spec, timeout_s, exe, t0, note).result()
 
 
-def _run_browser(root: Path, rel: str, spec: WebCheckSpec, timeout_s: float, exe: str, t0: float) -> CheckResult:
+def _run_browser(root: Path, rel: str, spec: WebCheckSpec, timeout_s: float, exe: str, t0: float,
+                 note: str = "") -> CheckResult:
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
@@ -263,7 +301,7 @@ def _run_browser(root: Path, rel: str, spec: WebCheckSpec, timeout_s: float, exe
                     page.set_default_timeout(left_ms(15))
                     page.on("console", on_console)
                     page.on("pageerror", on_pageerror)
-                    _check_page(page, server.url(rel), rel, spec, details, left_ms, console_errors, blocked)
+                    _check_page(page, server.url(rel), rel, spec, details, left_ms, console_errors, blocked, note)
                 finally:
                     browser.close()
         except PlaywrightError as e:
@@ -276,7 +314,7 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _check_page(page, url, rel, spec, details, left_ms, console_errors, blocked) -> None:
+def _check_page(page, url, rel, spec, details, left_ms, console_errors, blocked, note="") -> None:
     from playwright.sync_api import Error as PlaywrightError
 
     try:
@@ -287,7 +325,7 @@ def _check_page(page, url, rel, spec, details, left_ms, console_errors, blocked)
     if resp is not None and resp.status >= 400:
         details.append(AssertionResult(name="page", status="failed", message=f"{rel} answered HTTP {resp.status}"))
         return
-    details.append(AssertionResult(name="page", status="passed", message=f"{rel} loaded"))
+    details.append(AssertionResult(name="page", status="passed", message=f"{rel} loaded{note}"))
     try:  # let scripts that render after load settle; a page that never goes idle is fine
         page.wait_for_load_state("networkidle", timeout=left_ms(3))
     except PlaywrightError:
@@ -300,6 +338,9 @@ def _check_page(page, url, rel, spec, details, left_ms, console_errors, blocked)
             details.append(AssertionResult(name=name, status="failed", message=f"no element matches {sel!r}"))
         else:
             details.append(AssertionResult(name=name, status="passed", message=f"{loc.count()} match(es)"))
+
+    for sel, least in spec.counts.items():
+        details.append(_check_count(page, sel, least, left_ms(ELEMENT_WAIT_S)))
 
     if spec.interaction is not None:
         details.append(_check_interaction(page, spec.interaction, left_ms))
@@ -350,6 +391,26 @@ def _resolve(page, sel: str, wait_ms: float):
             return None
         if time.monotonic() >= end:
             return None
+        time.sleep(0.1)
+
+
+def _visible_count(page, sel: str, cap: int = 200) -> int:
+    loc = _css_or_text(page, sel)
+    try:
+        return sum(1 for i in range(min(loc.count(), cap)) if loc.nth(i).is_visible())
+    except Exception:
+        return 0
+
+
+def _check_count(page, sel: str, least: int, wait_ms: float) -> AssertionResult:
+    name = f"count: {sel}"
+    end = time.monotonic() + wait_ms / 1000
+    while True:
+        n = _visible_count(page, sel)
+        if n >= least:
+            return AssertionResult(name=name, status="passed", message=f"{n} visible (at least {least} wanted)")
+        if time.monotonic() >= end:
+            return AssertionResult(name=name, status="failed", message=f"{n} visible, at least {least} wanted")
         time.sleep(0.1)
 
 

@@ -231,7 +231,7 @@ def test_command_and_staging(tmp_path):
     f = write_check(tmp_path, "def test_x():\n    pass\n")
     files = staged_files([f])
     assert files["conftest.py"] == plugin_source() and "def workspace" in plugin_source()
-    assert set(files) == {"conftest.py", "pytest.ini", "test_check.py"}
+    assert set(files) == {"conftest.py", "pytest.ini", "values.json", "test_check.py"}
     staged = stage_checks([f], tmp_path / "stage")
     argv = build_check_command("/usr/bin/python3", staged, "/w/ws", "/tmp/j.xml", 30)
     stage = str(tmp_path / "stage")
@@ -308,3 +308,23 @@ def test_photo_renamer_check_fails_without_dates_or_tests(tmp_path):
     assert r.status == "failed"
     assert all(d.status == "failed" for d in r.details), r
     assert "no script renamed the photos" in r.details[0].message or "no script renamed the photos" in r.details[1].message
+
+
+def test_values_fixture_gives_the_runs_values(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "fleet-qualification-0a1b2c3d4e5f").mkdir(parents=True)
+    (ws / "fleet-qualification-0a1b2c3d4e5f" / "result.json").write_text('{"marker": "FLEET-00ff00ff00"}')
+    check = write_check(tmp_path, (
+        "import json\n"
+        "def test_marker(workspace, values):\n"
+        "    data = json.loads((workspace / values['project'] / 'result.json').read_text())\n"
+        "    assert data['marker'] == values['marker']\n"
+    ))
+    good = run_checks_locally(ws, [check], timeout_s=60,
+                              values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-00ff00ff00"})
+    assert good.status == "passed", good
+    bad = run_checks_locally(ws, [check], timeout_s=60,
+                             values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-1111111111"})
+    assert bad.status == "failed" and "FLEET-1111111111" in bad.details[0].message, bad
+    none = run_checks_locally(ws, [check], timeout_s=60)
+    assert none.status == "failed" and "KeyError" in none.details[0].message, none

@@ -270,3 +270,40 @@ def test_cli_bad_input_exit_2_one_line(tmp_path: Path) -> None:
         p = run_cli(*args)
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+
+
+def test_page_pattern_finds_the_page_wherever_the_agent_put_it(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    good_site(ws / "Playground" / "forest")
+    write(ws, {"Playground/forest/about/index.html": HEAD + "<title>x</title></head><body>about</body></html>",
+               ".cache/index.html": "<p>never chosen</p>", "node_modules/x/index.html": "<p>never</p>"})
+    r = check(ws, page="**/*.html")
+    page = next(d for d in r.details if d.name == "page")
+    assert r.status == "passed", r
+    assert page.message.startswith("Playground/forest/index.html loaded (matched **/*.html, chosen from 2 matches)")
+
+
+def test_page_pattern_prefers_index_html_at_the_same_depth(tmp_path: Path) -> None:
+    from harness.checks.web import find_page
+
+    write(tmp_path, {"site/about.html": "a", "site/index.html": "i", "site/deep/index.html": "d", "z.txt": "z"})
+    chosen, n = find_page(tmp_path, "**/*.html")
+    assert chosen == tmp_path / "site" / "index.html" and n == 3
+    assert find_page(tmp_path, "**/*.htm") == (None, 0)
+
+
+def test_page_pattern_without_a_match_fails(tmp_path: Path) -> None:
+    ws = good_site(tmp_path / "ws")
+    r = check(ws, page="**/fleet-qualification-*/index.html")
+    assert r.status == "failed" and r.details[0].message == "no file in the workspace matches **/fleet-qualification-*/index.html"
+    r = check(ws, page="../**/*.html")
+    assert r.status == "failed" and "outside the workspace" in r.details[0].message
+
+
+def test_counts_need_that_many_visible_matches(tmp_path: Path) -> None:
+    ws = good_site(tmp_path / "ws")
+    r = check(ws, counts={".card": 1})
+    assert r.status == "passed", r
+    r = check(ws, counts={".card": 2})  # the second card is hidden until the click
+    count = next(d for d in r.details if d.name == "count: .card")
+    assert r.status == "failed" and count.message == "1 visible, at least 2 wanted", r

@@ -60,11 +60,18 @@ def test_bundled_catalog_loads() -> None:
     assert photo.prompt == (BUNDLED_PROMPTS_DIR / "open/07-photo-renamer/prompt.md").read_text(encoding="utf-8")
     assert cat.open_items[2].deliverable == "answer"
     tasks = cat.rounds["qualification"]
-    assert [t.id for t in tasks] == ["qualification.sum-of-squares"]
-    task = tasks[0]
-    assert task.kind == "round" and task.round == "qualification" and task.repetitions == 1
-    assert set(task.vars) == {"project", "marker", "n"}
-    assert set(re.findall(r"\{\{(\w+)\}\}", task.prompt)) == set(task.vars)
+    assert [t.id for t in tasks] == ["qualification.website", "qualification.coding", "qualification.sum-of-squares"]
+    for task in tasks:
+        assert task.kind == "round" and task.round == "qualification" and task.repetitions == 1
+        assert set(re.findall(r"\{\{(\w+)\}\}", task.prompt)) == set(task.vars)
+        assert task.folder == str(BUNDLED_PROMPTS_DIR / "rounds/qualification" / task.id.split(".")[1])
+        assert task.checks and all((Path(task.folder) / "checks" / c).is_file() for c in task.checks)
+    website, coding, squares = tasks
+    assert set(website.vars) == {"project", "marker"} and website.vars["project"] == "fleet-qualification-{hex:12}"
+    assert website.vars["marker"] == "FLEET-{hex:10}" and "Night Garden {{marker}}" in website.prompt
+    assert "Show sold out" in website.prompt and "Midnight sold-out concert" in website.prompt
+    assert "test-results.txt" in coding.prompt and set(coding.vars) == {"project"}
+    assert set(squares.vars) == {"project", "marker", "n"} and "result.json" in squares.prompt
 
 
 def test_select_by_number_id_and_round() -> None:
@@ -73,9 +80,10 @@ def test_select_by_number_id_and_round() -> None:
     assert [i.id for i in cat.select(["07"], None)] == ["07-photo-renamer"]
     assert [i.id for i in cat.select(["12-explain-only", "07"], None)] == ["12-explain-only", "07-photo-renamer"]
     assert [i.id for i in cat.select(["07", "07-photo-renamer"], None)] == ["07-photo-renamer"]  # no duplicates
-    assert [i.id for i in cat.select(None, "qualification")] == ["qualification.sum-of-squares"]
+    round_ids = ["qualification.website", "qualification.coding", "qualification.sum-of-squares"]
+    assert [i.id for i in cat.select(None, "qualification")] == round_ids
     assert [i.id for i in cat.select(["qualification.sum-of-squares"], None)] == ["qualification.sum-of-squares"]
-    assert [i.id for i in cat.select(["09"], "qualification")] == ["09-sales-dashboard", "qualification.sum-of-squares"]
+    assert [i.id for i in cat.select(["09"], "qualification")] == ["09-sales-dashboard", *round_ids]
 
 
 def test_select_unknown_item_and_round() -> None:
@@ -141,7 +149,8 @@ def test_render_replaces_only_placeholders_byte_for_byte() -> None:
 
 
 def test_bundled_round_renders_with_no_placeholder_left() -> None:
-    task = load_catalog().rounds["qualification"][0]
+    task = load_catalog().rounds["qualification"][2]
+    assert task.id == "qualification.sum-of-squares"
     values = draw_values(task.vars, 7)
     out = render(task.prompt, values)
     assert "{{" not in out and values["marker"] in out and '{"marker": ' in out
@@ -264,3 +273,54 @@ def test_an_items_checks_must_be_check_files_in_its_checks_folder(tmp_path: Path
     (item / "checks" / "test_thing.py").write_text("def test_x(workspace):\n    assert workspace.is_dir()\n")
     (item / "item.toml").write_text('schema_version = 1\ntitle = "t"\nchecks = ["test_thing.py"]\n')
     assert load_open_item(item).checks == ["test_thing.py"]
+
+
+def test_round_task_checks_live_in_the_rounds_task_folder(tmp_path: Path) -> None:
+    from harness.catalog import load_round
+
+    rounds = tmp_path / "rounds"
+    rounds.mkdir()
+    f = rounds / "r.toml"
+    f.write_text('schema_version = 1\n[[tasks]]\nid = "site"\ntitle = "t"\nprompt = "in {{project}}"\n'
+                 'checks = ["page.web.toml"]\n[tasks.vars]\nproject = "p-{hex:4}"\n')
+    with pytest.raises(CatalogError) as err:
+        load_round(f)
+    assert str(err.value) == f"{f}: tasks[0].checks[0]: {rounds / 'r/site/checks/page.web.toml'} not found"
+    checks = rounds / "r" / "site" / "checks"
+    checks.mkdir(parents=True)
+    spec = checks / "page.web.toml"
+    spec.write_text('page = "**/{{project}}/index.html"\nelements = ["text={{marker}}"]\n')
+    with pytest.raises(CatalogError) as err:
+        load_round(f)
+    assert str(err.value) == f"{spec}: elements[0]: placeholder {{{{marker}}}} is not a variable of the item"
+    spec.write_text('page = "**/{{project}}/index.html"\nviewport_widht = 375\n')
+    with pytest.raises(CatalogError) as err:
+        load_round(f)
+    assert str(err.value) == f"{spec}: viewport_widht: extra inputs are not permitted"
+    spec.write_text('page = "**/{{project}}/index.html"\nelements = ["h1"]\n')
+    (task,) = load_round(f)
+    assert task.folder == str(rounds / "r" / "site") and task.checks == ["page.web.toml"]
+
+
+def test_a_pytest_check_that_does_not_compile_is_a_catalog_error(tmp_path: Path) -> None:
+    from harness.catalog import load_open_item
+
+    item = tmp_path / "05-thing"
+    (item / "checks").mkdir(parents=True)
+    (item / "prompt.md").write_text("do a thing\n")
+    (item / "item.toml").write_text('schema_version = 1\ntitle = "t"\nchecks = ["test_thing.py"]\n')
+    (item / "checks" / "test_thing.py").write_text("def test_x(workspace):\n    assert (\n")
+    with pytest.raises(CatalogError) as err:
+        load_open_item(item)
+    assert str(err.value).startswith(f"{item / 'checks/test_thing.py'}: line ") and "not valid Python" in str(err.value)
+
+
+def test_check_specs_carry_the_cells_values() -> None:
+    from harness.checks.spec import load_checks
+
+    task = load_catalog().rounds["qualification"][0]
+    values = draw_values(task.vars, 11)
+    web, files = load_checks(Path(task.folder), task.checks, values)
+    assert web.kind == "web" and web.spec["page"] == f"**/{values['project']}/**/index.html"
+    assert web.spec["elements"] == [f"text=Night Garden {values['marker']}"]
+    assert files.kind == "pytest" and files.values == values and "test_site_files.py" in files.files
