@@ -380,6 +380,24 @@ def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
         console.print(str(path), markup=False)
 
 
+@cli.command("import")
+@click.argument("format_name", metavar="FORMAT")
+@click.argument("path")
+@click.option("--out", "out", default=None, help="Folder for the runs' folders (default: ./imported/<file stem>).")
+def import_(format_name, path, out) -> None:  # type: ignore[no-untyped-def]
+    """Import another agent's recorded sessions (FORMAT: pixel-fleet) as attempt-like folders, one per run,
+    grade each (grade.json, grades.jsonl) and print it."""
+    from harness.importers import grade_folder, import_to_folder
+    from harness.store import write_grade_files
+
+    out_dir = Path(out) if out else Path("imported") / Path(path).stem
+    for folder in import_to_folder(format_name, path, out_dir):
+        g = grade_folder(folder)
+        write_grade_files(folder, g)
+        stop = f"; stop: {g.stop.text}" + (f" at call {g.stop.at_call}" if g.stop.at_call else "") if g.stop else ""
+        console.print(f"{folder}: {g.grade} (outcome {g.outcome}{stop})", markup=False, soft_wrap=True)
+
+
 @cli.group()
 def guard() -> None:
     """Check the guard's rules on real output."""

@@ -14,6 +14,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   ├── CatalogError                      prompt item or round: file, key path, problem
     │   ├── UsageError                        a bad argument or an unknown host / item / agent / sweep
     │   └── TranscriptError                   a transcript or raw session that cannot be read
+    │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
     ├── StoreError                            the results directory cannot be read or written
     ├── DispatchError                         the queue (broker, result backend) failed
     └── InfrastructureError                   the fleet failed, not the model: graded HARNESS_FAILURE
@@ -37,6 +38,7 @@ __all__ = [
     "CatalogError",
     "UsageError",
     "TranscriptError",
+    "TranscriptImportError",
     "StoreError",
     "DispatchError",
     "InfrastructureError",
@@ -85,6 +87,11 @@ class UsageError(InputError):
 
 class TranscriptError(_FileKeyError):
     """A transcript or raw session that cannot be read (file, line or row, problem)."""
+
+
+class TranscriptImportError(TranscriptError):
+    """A recorded session that an importer cannot read: not JSON, a missing or mistyped key, an entry it
+    does not understand. ``key`` is the JSON path, e.g. ``calls[3].tool`` or ``sessions[1].calls``."""
 
 
 class StoreError(FleetError):

@@ -37,6 +37,15 @@ if TYPE_CHECKING:
 __all__ = ["Store", "atomic_write"]
 
 
+def write_grade_files(folder: Path, grade: "Grade") -> None:
+    """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history)."""
+    atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
+    with open(folder / "grades.jsonl", "a", encoding="utf-8") as f:
+        f.write(grade.model_dump_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     try:
@@ -236,13 +245,7 @@ class SweepWriter:
 
     def record_grade(self, sweep: SweepRecord, cell_id: str, attempt: int, grade: "Grade") -> None:
         """``grade.json`` is the latest grade; ``grades.jsonl`` keeps every grade ever given (regrades too)."""
-        folder = self.store.attempt_dir(sweep.id, cell_id, attempt)
-        data = grade.model_dump_json()
-        atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
-        with open(folder / "grades.jsonl", "a", encoding="utf-8") as f:
-            f.write(data + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        write_grade_files(self.store.attempt_dir(sweep.id, cell_id, attempt), grade)
         for a in sweep.attempts.get(cell_id) or []:
             if a.attempt == attempt:
                 a.grade = grade.grade

@@ -25,7 +25,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
 
 from harness.errors import TranscriptError
 from harness.guard.verdict import TestVerdict
@@ -37,6 +45,7 @@ __all__ = [
     "ToolCallRecord",
     "Usage",
     "OwnerReceipt",
+    "ImportedFrom",
     "RunStart",
     "ModelRequest",
     "ModelResponse",
@@ -68,6 +77,20 @@ class _Strict(BaseModel):
     """Unknown keys are errors: a misspelt field would otherwise vanish silently on a round trip."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ImportFields(BaseModel):
+    """Leaves the imported-session fields out when unset, so the builtin agent's lines are as before."""
+
+    _import_fields: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_import_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in self._import_fields:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -123,9 +146,10 @@ class OwnerReceipt(_Strict):
     """The answer (also ``answer.txt``): the model's last reply, or a guard's receipt or report."""
     source: Literal[
         "model", "refusal_receipt", "output_limit_report", "budget_stop", "context_full",
-        "infrastructure", "interrupted", "agent_error",
+        "infrastructure", "interrupted", "agent_error", "agent_guard",
     ]
-    """Who wrote ``text``: the model, or the guard path that replaced it."""
+    """Who wrote ``text``: the model, or the guard path that replaced it. ``agent_guard``: an imported
+    session's own guard replaced the model's answer (e.g. a failed-verification notice)."""
     test_state: str | None = None
     """Refusal receipts: the latest test's state (``passed_current``, ``failed``, ...)."""
     test: TestVerdict | None = None
@@ -146,8 +170,26 @@ class _Event(_Strict):
     """When the event was written (UTC, ISO 8601); stamped by the writer."""
 
 
-class RunStart(_Event):
+class ImportedFrom(_Strict):
+    """Where an imported transcript came from (``harness.importers``). Its ``limits`` say what the source
+    did not record; the fields they name hold empty placeholders ("", 0, null), never guesses."""
+
+    format: str
+    """The importer, e.g. ``pixel-fleet``."""
+    file: str
+    """The source file, as given to the importer."""
+    sha256: str
+    """The source file's sha256."""
+    run: str
+    """Which run of the file (a file may hold several)."""
+    limits: list[str] = Field(default_factory=list)
+    """What the source did not record, in words."""
+
+
+class RunStart(_ImportFields, _Event):
     """The run's configuration: enough to reproduce it (model, limits, harness version, prompt)."""
+
+    _import_fields = ("imported",)
 
     event: Literal["run_start"] = "run_start"
     run_id: str
@@ -170,6 +212,8 @@ class RunStart(_Event):
     budget_policy: dict[str, Any]
     python: str
     platform: str
+    imported: ImportedFrom | None = None
+    """Set when an importer wrote this transcript from another agent's recorded session."""
 
 
 class ModelRequest(_Event):
@@ -225,8 +269,10 @@ class ToolCall(_Event):
     arguments_error: str | None = None
 
 
-class ToolResult(_Event):
+class ToolResult(_ImportFields, _Event):
     """What a tool call returned: ``text`` is what the model saw."""
+
+    _import_fields = ("agent_is_error", "agent_details")
 
     event: Literal["tool_result"] = "tool_result"
     round: int
@@ -235,6 +281,12 @@ class ToolResult(_Event):
     is_error: bool
     text: str
     details: ToolDetails
+    agent_is_error: bool | None = None
+    """Imported sessions: the agent's own error flag as recorded (None when it recorded none). It can
+    differ from ``is_error``, which also counts a non-zero exit, a failed status and a nested failure."""
+    agent_details: dict[str, Any] | None = None
+    """Imported sessions: the result's details as the agent recorded them (for a Tool Search envelope,
+    ``{"tool": {"name": ...}, "result": inner}``), so a replay reads the same failure signals."""
 
 
 class GuardDecision(_Event):
@@ -244,7 +296,12 @@ class GuardDecision(_Event):
 
     event: Literal["guard"] = "guard"
     round: int
-    rule: Literal["budget", "recursive_delete", "output_limit"]
+    rule: Literal["budget", "recursive_delete", "output_limit", "coding_loop", "workspace_route", "tool_policy",
+                  "unrecognized"]
+    """The builtin agent's rules are the first three; imported sessions also carry their agent's own:
+    ``coding_loop`` (a no-progress test-and-repair loop stopped), ``workspace_route`` (path corrections,
+    nothing run before the first write), ``tool_policy`` (a call refused for its arguments or target), and
+    ``unrecognized`` (a refusal the importer has no rule for; ``text`` keeps it)."""
     decision: Literal["allow", "stop", "refuse", "continue", "report", "deliver"]
     call_id: str | None = None
     reason: str | None = None
@@ -257,10 +314,11 @@ class StopEvent(_Event):
 
     event: Literal["stop"] = "stop"
     round: int
-    rule: Literal["budget", "recursive_delete", "output_limit", "context"]
+    rule: Literal["budget", "recursive_delete", "output_limit", "context", "coding_loop"]
     reason: str
     """Stable code: consecutive_failures, total_failures, no_progress, lanes_exhausted,
-    recursive_delete, output_limit, context_full."""
+    recursive_delete, output_limit, context_full; imported: run_progress (a budget stop whose counter the
+    recording does not show), failed_verification_limit (rule coding_loop)."""
     text: str
     """For people, e.g. "4 consecutive failures"."""
     call_id: str | None = None
@@ -281,7 +339,8 @@ class RunEnd(_Event):
     outcome: Literal["completed", "stopped", "infrastructure", "interrupted", "agent_error"]
     reason: str | None = None
     message: str | None = None
-    exit_code: int
+    exit_code: int | None
+    """The agent's exit code; None when not recorded (imported sessions)."""
     rounds: int
     tool_calls: int
     duration_s: float

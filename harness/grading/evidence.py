@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from harness.catalog import Item
-from harness.errors import TranscriptError
+from harness.errors import StoreError, TranscriptError
 from harness.grading.model import Evidence, StopRecord
 
 __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
@@ -33,9 +33,26 @@ def _stop_from(events: list) -> StopRecord | None:  # type: ignore[type-arg]
     return None
 
 
-def evidence_from_attempt(folder: Path, item: Item, agent_kind: str = "") -> Evidence:
+_FILE_TOOLS = ("write", "edit", "apply_patch")
+
+
+def _files_from(events: list) -> list[str]:  # type: ignore[type-arg]
+    """Files the transcript shows written or changed, for a folder whose workspace was not captured."""
+    paths = {e.call_id: (e.arguments or {}).get("path") for e in events if e.event == "tool_call"}
+    found: list[str] = []
+    for e in events:
+        if e.event == "tool_result" and e.name in _FILE_TOOLS and not e.is_error:
+            path = e.details.path or paths.get(e.call_id)
+            name = path if isinstance(path, str) and path else f"({e.name} call {e.call_id}: path not recorded)"
+            if name not in found:
+                found.append(name)
+    return found
+
+
+def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "") -> Evidence:
     """Evidence from ``meta.json``, the workspace manifest, ``answer.txt``, ``receipt.json``, the transcript
-    and ``checks.json`` of one attempt folder."""
+    and ``checks.json`` of one attempt folder. A folder outside any sweep (an imported session) has no
+    item: its ``meta.json`` says what the deliverable is."""
     from harness.transcript import read_transcript
 
     meta = json.loads(_read(folder, "meta.json") or "{}")
@@ -44,12 +61,16 @@ def evidence_from_attempt(folder: Path, item: Item, agent_kind: str = "") -> Evi
     receipt = json.loads(_read(folder, "receipt.json") or "{}").get("status", "none")
     checks = json.loads(_read(folder, "checks.json") or "[]")
     kind = agent_kind or ("builtin" if "workers.agent" in meta.get("agent_command", []) else "")
+    deliverable = item.deliverable if item is not None else meta.get("deliverable", "workspace")
+    if deliverable not in ("workspace", "answer"):
+        raise StoreError(f"{folder / 'meta.json'}: deliverable {deliverable!r} is neither workspace nor answer")
     ev = Evidence(
         status=meta.get("status", "harness_failure"), reason=meta.get("reason", ""), error=meta.get("error", ""),
-        exit_code=meta.get("exit_code"), deliverable=item.deliverable, expects_transcript=kind in _TRANSCRIPT_AGENTS,
+        exit_code=meta.get("exit_code"), deliverable=deliverable, expects_transcript=kind in _TRANSCRIPT_AGENTS,
         files=files, answer=_read(folder, "answer.txt"), receipt=receipt if receipt in ("passed", "failed", "pending") else "none",
-        checks=checks,
+        checks=checks, answer_recorded=meta.get("answer_recorded", True) is not False,
     )
+    captured = (folder / "workspace.manifest.json").is_file()
     if (folder / "transcript.jsonl").is_file():
         try:
             events = read_transcript(folder / "transcript.jsonl")
@@ -59,6 +80,8 @@ def evidence_from_attempt(folder: Path, item: Item, agent_kind: str = "") -> Evi
             ev.error = ev.error or str(exc)
             return ev
         ev.transcript_present = True
+        if not captured:
+            ev.files, ev.files_from = _files_from(events), "transcript"
         ends = [e for e in events if e.event == "run_end"]
         ev.run_outcome = ends[-1].outcome if ends else ""
         ev.stop = _stop_from(events)

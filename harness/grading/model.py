@@ -8,8 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["GRADER_VERSION", "GradeName", "StopRecord", "Evidence", "Grade"]
 
-GRADER_VERSION = 1
-"""Bump when a rule changes meaning: stored grades name the version that made them."""
+GRADER_VERSION = 2
+"""Bump when a rule changes meaning: stored grades name the version that made them.
+2: an attempt folder without a workspace manifest (an imported session) takes its files from the
+transcript's successful write/edit results, and an answer its source did not record is said so."""
 
 GradeName = Literal["DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE"]
 
@@ -38,7 +40,13 @@ class Evidence(_Record):
     transcript_present: bool = False
     run_outcome: str = Field(default="", description="run_end.outcome of the transcript, if any.")
     files: list[str] = Field(default_factory=list, description="Non-empty files the agent left in its workspace.")
+    files_from: Literal["workspace", "transcript"] = Field(
+        default="workspace",
+        description="Where files came from: the workspace manifest, or (a folder without one, such as an imported "
+        "session) the transcript's successful write/edit results, a call whose path was not recorded counting once.")
     answer: str = ""
+    answer_recorded: bool = Field(
+        default=True, description="False when the source of an imported session did not record what the owner got.")
     receipt: Literal["passed", "failed", "pending", "none"] = "none"
     stop: StopRecord | None = None
     shell_trace_failure: str = Field(default="", description="A tool result showing the host's shell failed.")

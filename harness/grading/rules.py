@@ -28,6 +28,12 @@ def _carries_code(answer: str) -> bool:
     return bool(_CODE_BLOCK.search(answer))
 
 
+def _files_written(e: Evidence) -> str:
+    if e.files_from == "transcript":
+        return f"{len(e.files)} file(s) written or changed by recorded tool calls (no workspace was captured)"
+    return f"{len(e.files)} file(s) written"
+
+
 def _harness_failure(e: Evidence) -> list[str]:
     if e.status == "harness_failure":
         return [f"harness failure: {e.reason or 'unknown'}" + (f": {e.error}" if e.error else "")]
@@ -76,10 +82,10 @@ def grade(e: Evidence) -> Grade:
     if e.stop or e.status == "timeout":
         problems.append("the run did not end normally")
     if not e.answer.strip():
-        problems.append("the owner got no answer")
+        problems.append("the owner got no answer" if e.answer_recorded else "the owner's answer was not recorded")
     checks_ok = bool(e.checks) and not failed_checks and not untested
     ended_well = e.receipt == "passed" or (e.status == "finished" and e.exit_code == 0 and e.receipt != "failed")
     if not problems and (checks_ok or ended_well):
-        return out("DELIVERED", reasons + [f"{len(e.files)} file(s) written", "all required checks passed" if checks_ok
+        return out("DELIVERED", reasons + [_files_written(e), "all required checks passed" if checks_ok
                                            else f"receipt {e.receipt}, no acceptance check ran"])
-    return out("PARTIAL", reasons + [f"{len(e.files)} file(s) written"] + [p for p in problems if not p.startswith("the run did not")])
+    return out("PARTIAL", reasons + [_files_written(e)] + [p for p in problems if not p.startswith("the run did not")])

@@ -63,3 +63,16 @@ def test_tower1_dashboard_cut_at_the_output_limit_is_nothing() -> None:
 def test_a_harness_failure_is_never_graded_as_the_models_even_with_files() -> None:
     g = grade(ev(status="harness_failure", reason="host_lost", error="charlie: lost", receipt="passed"))
     assert g.grade == "HARNESS_FAILURE" and "host_lost" in g.reasons[0]
+
+
+def test_an_imported_run_says_where_its_files_came_from_and_that_its_answer_was_not_recorded() -> None:
+    # Grader version 2: a folder without a captured workspace (an imported session) takes its files from
+    # the transcript's successful writes and edits; an answer its source did not record is said so.
+    g = grade(ev(files=["Playground/p/app.py", "(write call c2: path not recorded)"], files_from="transcript",
+                 answer="", answer_recorded=False,
+                 stop=StopRecord(reason="consecutive_failures", text="4 consecutive failures", at_call=11)))
+    assert g.grade == "PARTIAL" and g.grader_version == 2
+    assert g.reasons == ["stopped: 4 consecutive failures",
+                         "2 file(s) written or changed by recorded tool calls (no workspace was captured)",
+                         "the owner's answer was not recorded"]
+    assert grade(ev(files=[], files_from="transcript", answer="")).grade == "NOTHING"

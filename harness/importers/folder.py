@@ -1,0 +1,86 @@
+"""An imported run as an attempt-like folder that the grading code reads like any other attempt.
+
+It holds what the recording really holds: ``transcript.jsonl``, ``session.json`` (the run's recording),
+``prompt.md``, ``answer.txt`` (only when the recording says what the owner got), ``receipt.json`` (only
+when it records the product outcome too), and ``meta.json``, written last as in the store. There is no
+workspace manifest and no ``checks.json``: no workspace was captured and no check ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.errors import StoreError, UsageError
+from harness.grading import Grade, evidence_from_attempt, grade
+from harness.importers.recorded import RecordedRun
+from harness.records import sha256_hex, utc_now
+from harness.transcript import Event, ReceiptEvent, TranscriptWriter
+
+__all__ = ["write_run_folder", "grade_folder"]
+
+META_SCHEMA_VERSION = 1
+
+
+def _is_import(folder: Path) -> bool:
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("imported") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_run_folder(run: RecordedRun, events: Sequence[Event], folder: Path) -> Path:
+    """Write ``folder`` for one run (built aside, then renamed into place). An earlier import there is
+    replaced; any other existing folder is refused."""
+    if folder.exists() and not _is_import(folder):
+        raise UsageError(f"{folder}: exists and is not an imported run's folder; choose another --out")
+    staging = folder.parent / f".{folder.name}.importing"
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)  # our own leftover from an interrupted import
+        staging.mkdir(parents=True)
+        with TranscriptWriter(staging / "transcript.jsonl") as writer:
+            for event in events:
+                writer.append(event)
+        files = {"session.json": run.raw, "prompt.md": run.prompt.encode("utf-8")}
+        if run.delivered is not None:
+            files["answer.txt"] = run.delivered.encode("utf-8")
+        receipt = next((e.receipt for e in events if isinstance(e, ReceiptEvent)), None)
+        if receipt is not None:
+            files["receipt.json"] = (receipt.model_dump_json(indent=2) + "\n").encode("utf-8")
+        for name, data in files.items():
+            _write(staging / name, data)
+        artifacts = [{"name": name, "size": (staging / name).stat().st_size,
+                      "sha256": sha256_hex((staging / name).read_bytes())}
+                     for name in sorted([*files, "transcript.jsonl"])]
+        meta = {
+            "schema_version": META_SCHEMA_VERSION, "imported": True, "source_format": run.format,
+            "source_file": run.file, "source_sha256": run.sha256, "run": run.label,
+            "status": "finished", "reason": "", "error": "", "exit_code": None,
+            "host": run.host, "agent": run.agent, "item": run.item or Path(run.file).stem,
+            "deliverable": run.deliverable,
+            "answer_recorded": run.delivered is not None, "calls": len(run.calls), "imported_at": utc_now(),
+            **run.facts, "artifacts": artifacts,
+        }
+        _write(staging / "meta.json", (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        if folder.exists():
+            shutil.rmtree(folder)  # an earlier import of this run (checked above)
+        staging.rename(folder)
+    except OSError as exc:
+        raise StoreError(f"{folder}: cannot write the imported run: {exc.strerror or exc}") from exc
+    return folder
+
+
+def grade_folder(folder: Path) -> Grade:
+    """Grade an imported run's folder with the harness's grading code (nothing is written)."""
+    return grade(evidence_from_attempt(folder, None))
