@@ -97,8 +97,11 @@ class Coordinator:
 
         from harness.modelserver import ScriptedModelServer, ScriptError
 
-        scripts = [str(Path(i.check_folder) / "model.toml") for i in sweep.items.values()
-                   if i.check_folder and (Path(i.check_folder) / "model.toml").is_file()]
+        # Per-agent scripts (models/<kind>.toml, selected by the agent's system prompt or tools) come before
+        # the items' model.toml (the builtin agent's), so each conversation finds its own agent's script.
+        folders = [Path(i.check_folder) for i in sweep.items.values() if i.check_folder]
+        scripts = [str(f) for folder in folders for f in sorted((folder / "models").glob("*.toml"))]
+        scripts += [str(folder / "model.toml") for folder in folders if (folder / "model.toml").is_file()]
         with contextlib.ExitStack() as stack:
             for name in sorted(hosts):
                 model = inventory.hosts[name].model

@@ -123,6 +123,11 @@ class Select(_Strict):
     """The first message with role ``user`` contains this text."""
     first_user_regex: str | None = None
     """The first ``user`` message matches this regular expression (``re.search``)."""
+    system_contains: str | None = None
+    """A ``system`` (or ``developer``) message contains this text: which agent is talking (each agent has
+    its own system prompt), so one item can have a script per agent."""
+    tool_available: str | None = None
+    """The request's ``tools`` offer a function with this name (another way to tell agents apart)."""
 
     @field_validator("first_user_regex")
     @classmethod
@@ -430,10 +435,14 @@ def _matches(match: Match, request: dict[str, Any]) -> bool:
 
 def _selects(select: Select, request: dict[str, Any]) -> bool:
     """Whether every condition of ``select`` holds for the conversation that ``request`` starts."""
-    user = _first_user(_messages(request))
+    messages = _messages(request)
+    user = _first_user(messages)
+    system = [message_text(m) for m in messages if m.get("role") in ("system", "developer")]
     checks = [
         (select.first_user_contains, lambda s: user is not None and s in user),
         (select.first_user_regex, lambda p: user is not None and re.search(p, user) is not None),
+        (select.system_contains, lambda s: any(s in t for t in system)),
+        (select.tool_available, lambda name: name in _tool_names(request)),
     ]
     return all(check(wanted) for wanted, check in checks if wanted is not None)
 

@@ -284,3 +284,26 @@ def test_serve_takes_several_paths(http: httpx.Client, tmp_path: Path, scripts: 
     finally:
         process.terminate()
         assert process.wait(5) == 0
+
+
+def test_system_prompt_and_tools_tell_agents_apart(http: httpx.Client, start: Start, tmp_path: Path) -> None:
+    per_agent = tmp_path / "a.toml"
+    per_agent.write_text('schema_version = 1\n[select]\nfirst_user_contains = "ITEM"\nsystem_contains = "You are OpenClaw"\n'
+                         '[[turns]]\ntext = "openclaw script"\n')
+    by_tool = tmp_path / "b.toml"
+    by_tool.write_text('schema_version = 1\n[select]\nfirst_user_contains = "ITEM"\ntool_available = "bash"\n'
+                       '[[turns]]\ntext = "bash-tool script"\n')
+    generic = tmp_path / "c.toml"
+    generic.write_text('schema_version = 1\n[select]\nfirst_user_contains = "ITEM"\n[[turns]]\ntext = "generic script"\n')
+    server = start(scripts=[per_agent, by_tool, generic])
+
+    def ask(system: str, tools: list[str]) -> str:
+        body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "do ITEM"}],
+                "tools": [{"type": "function", "function": {"name": n, "parameters": {}}} for n in tools]}
+        # Each agent run is a conversation of its own.
+        return text(http.post(f"{server.url}/chat/completions", json=body, headers={CONVERSATION_HEADER: system + ",".join(tools)}))
+
+    assert ask("You are OpenClaw, a personal agent.", ["write"]) == "openclaw script"
+    assert ask("You are a coding agent.", ["bash", "write"]) == "bash-tool script"
+    assert ask("You are a coding agent.", ["exec", "write"]) == "generic script"
+    assert parse_script({"schema_version": 1, "select": {"system_contains": "x"}, "turns": [{"text": "t"}]}).select
