@@ -254,7 +254,7 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
         text, style = label(a)
         console.print(f"  attempt {a.attempt}: [{style}]{text}[/] {a.duration_s:.1f} s")
     console.print(f"attempt {k}: {folder}")
-    for key in ("status", "reason", "error", "exit_code", "agent", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
+    for key in ("status", "reason", "error", "exit_code", "agent", "agent_version", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
         if meta.get(key) not in (None, "", []):
             console.print(f"  {key}: {meta[key]}", markup=False)
     if meta.get("values"):

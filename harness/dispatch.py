@@ -216,7 +216,7 @@ class Dispatcher:
         grade_attempt(self.writer, self.sweep, cell, result.attempt)
         retry = (
             result.status == "harness_failure"
-            and result.reason != "revoked"
+            and result.reason not in NOT_RETRIED
             and result.attempt < self._limit.get(cell.id, self.retry.max_attempts)
         )
         self.on_event(Event("recorded", cell, result.attempt, result=result, final=not retry))
@@ -234,6 +234,10 @@ def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: 
     g = grade(evidence_from_attempt(folder, sweep.items[cell.item]))
     writer.record_grade(sweep, cell.id, attempt, g)
     return g.grade
+
+
+NOT_RETRIED = frozenset({"revoked", "agent_missing"})
+"""Harness failures a retry cannot mend: a revoked attempt (the user stopped it), a missing agent program."""
 
 
 def harness_failure(sweep_id: str, cell: Cell, attempt: int, reason: str, error: str) -> AttemptResult:

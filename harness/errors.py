@@ -139,6 +139,13 @@ class AgentNotStarted(InfrastructureError):
     reason = "agent_not_started"
 
 
+class AgentMissing(InfrastructureError):
+    """The agent's program is not installed on the host (not on its PATH). Not retried: it will not appear
+    by itself; ``fleet hosts check`` reports it."""
+
+    reason = "agent_missing"
+
+
 class WorkerLost(InfrastructureError):
     """The Celery worker that ran the attempt died before reporting a result."""
 

@@ -7,7 +7,7 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from harness.errors import HostKeyMismatch, InfrastructureError
+from harness.errors import FleetError, HostKeyMismatch, InfrastructureError
 from harness.inventory import Host
 
 __all__ = ["HostCheck", "check_host", "check_hosts"]
@@ -73,16 +73,7 @@ def check_host(host: Host) -> HostCheck:
         if len(cols) > 3 and cols[3].isdigit():
             res.disk_free_mb = int(cols[3]) // 1024
         for name, agent in host.agents.items():
-            argv = agent.version_command or (agent.command[:1] if agent.command else [])
-            if not argv:
-                res.agents[name] = "not checked"
-                continue
-            if agent.version_command:
-                r = t.shell(" ".join(shlex.quote(a) for a in argv) + " 2>&1 | head -n 1", timeout=30)
-                res.agents[name] = r.stdout.strip() or "no version output"
-            else:
-                r = t.shell(f"command -v {shlex.quote(argv[0])}", timeout=30)
-                res.agents[name] = "found" if r.ok else f"missing: {argv[0]} not on PATH"
+            res.agents[name] = _check_agent(t, host, name, agent)
         res.ok = res.model == "ok" and all(not v.startswith("missing") for v in res.agents.values())
     except HostKeyMismatch as exc:
         res.ssh = "connected"
@@ -92,6 +83,21 @@ def check_host(host: Host) -> HostCheck:
     finally:
         t.close()
     return res
+
+
+def _check_agent(t, host: Host, name: str, agent) -> str:  # type: ignore[no-untyped-def]
+    """The version line (or "found"), "missing: ..." when the agent's program is not on the host."""
+    from workers.adapters import AttemptPaths, adapter_for
+    from workers.adapters.probe import probe_agent
+
+    try:
+        adapter = adapter_for(name, agent)
+    except FleetError as exc:
+        return f"missing: {exc}"
+    probe = probe_agent(t, adapter, host, AttemptPaths(host.workdir))
+    if not probe.found:
+        return f"missing: {probe.program} not on PATH"
+    return probe.version or ("found" if probe.program else "not checked")
 
 
 def check_hosts(hosts: list[Host]) -> list[HostCheck]:

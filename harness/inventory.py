@@ -75,6 +75,11 @@ class AgentConfig(_Strict):
         default_factory=list,
         description="For kind=command: argv run in the workspace; {prompt_file} becomes the prompt file's path.",
     )
+    program: str = Field(
+        default="",
+        description="openclaw/opencode/hermes: the agent's executable, a path or a name on the host's PATH "
+        "(default: the kind's usual name).",
+    )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only.")
     version_command: list[str] = Field(default_factory=list, description="argv printing the agent's version.")
 

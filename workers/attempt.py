@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import AgentNotStarted, HostLost, HostUnreachable, InfrastructureError
+from harness.errors import AgentMissing, AgentNotStarted, HostLost, HostUnreachable, InfrastructureError
 from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import Transport
@@ -111,6 +111,7 @@ class _Attempt:
 
             self.adapter.harness_python = ensure_harness(self.t, self.req.host)
             self.result.host_facts["harness_release"] = source_release().id
+        self.probe_agent()
         argv = self.adapter.argv(self.req.host, self.req.item, p)
         self.result.agent_command = argv
         launch = {
@@ -127,6 +128,18 @@ class _Attempt:
         self.t.put(p.prompt_file, self.req.prompt.encode("utf-8"))
         for rel, data in self.adapter.files(self.req.host, self.req.item, p).items():
             self.t.put(f"{root}/{rel}", data)
+
+    def probe_agent(self) -> None:
+        """The agent's program must be on the host (else ``agent_missing``, before anything runs); its version
+        goes into meta.json."""
+        from workers.adapters.probe import probe_agent
+
+        assert self.paths is not None
+        probe = probe_agent(self.t, self.adapter, self.req.host, self.paths)
+        if not probe.found:
+            raise AgentMissing(f"agent {self.adapter.name!r}: {probe.program} is not installed (not found on PATH)",
+                               host=self.req.host.name)
+        self.result.agent_version = probe.version
 
     def start(self) -> None:
         p = self.paths
@@ -253,10 +266,23 @@ class _Attempt:
         arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
         collected: dict[str, bytes] = {}
         for rel in self.adapter.collect():
-            data = self._get(f"{p.root}/{rel}")
-            if data is not None:
-                collected[rel] = data
-                arts.append(Artifact.of(rel, data))
+            if rel.endswith("/"):
+                collected.update(self._get_folder(rel.rstrip("/")))
+            else:
+                data = self._get(f"{p.root}/{rel}")
+                if data is not None:
+                    collected[rel] = data
+        arts += [Artifact.of(rel, data) for rel, data in collected.items()]
+        if "transcript.jsonl" not in collected:
+            from harness.errors import TranscriptImportError
+
+            try:
+                transcript = self.adapter.normalize(collected)
+            except TranscriptImportError as exc:
+                arts.append(Artifact.of("transcript.error.txt", f"{exc}\n".encode()))
+            else:
+                if transcript is not None:
+                    arts.append(Artifact.of("transcript.jsonl", transcript))
         self.result.artifacts = arts
         why = self.adapter.infrastructure_failure(self.result.exit_code, collected)
         if why:
@@ -264,6 +290,22 @@ class _Attempt:
             self.result.status = "harness_failure"
             self.result.reason = "model_endpoint"
             self.result.error = why
+
+    def _get_folder(self, rel: str) -> dict[str, bytes]:
+        """Every regular file under ``root/rel`` (an agent's state directory), by path relative to the root."""
+        p = self.paths
+        assert p is not None
+        packed = f"{p.fleet}/collect-{abs(hash(rel)) % 10**8}.tar.gz"
+        r = self.t.shell(f"cd {_q(p.root)} && [ -d {_q(rel)} ] && tar czf {_q(packed)} {_q(rel)}", timeout=300)
+        data = self._get(packed) if r.ok else None
+        out: dict[str, bytes] = {}
+        if data:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+                for member in tf.getmembers():
+                    f = tf.extractfile(member) if member.isfile() else None
+                    if f is not None:
+                        out[member.name] = f.read()
+        return out
 
     def _get(self, path: str) -> bytes | None:
         try:

@@ -53,6 +53,16 @@ class AgentAdapter(ABC):
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
         """The command to start, run with the workspace as its working folder."""
 
+    def program(self) -> str | None:
+        """The executable that must exist on the host before the agent can start (a path, or a name looked up
+        on the PATH of :meth:`env`); ``None`` when there is nothing to look for. A missing one is a harness
+        failure, ``agent_missing``, reported before anything runs."""
+        return None
+
+    def version_argv(self) -> list[str]:
+        """argv printing the agent's version (recorded in meta.json as ``agent_version``); [] for none."""
+        return list(self.config.version_command)
+
     def env(self, host: Host, paths: AttemptPaths) -> dict[str, str]:
         """Environment for the agent: the host's, then the agent's own."""
         return {**host.env, **self.config.env}
@@ -62,8 +72,16 @@ class AgentAdapter(ABC):
         return {}
 
     def collect(self) -> list[str]:
-        """Extra files to download after the run (transcripts, sessions), relative to the attempt root."""
+        """Extra files to download after the run (transcripts, sessions), relative to the attempt root.
+        An entry ending in ``/`` is a folder (a state directory): every file under it is collected."""
         return []
+
+    def normalize(self, collected: dict[str, bytes]) -> bytes | None:
+        """The normalized ``transcript.jsonl`` (harness/transcript.py) made from the collected files, for an
+        agent that records its session in its own format; None when the agent writes one itself or left
+        nothing to read. May raise ``TranscriptImportError``: the attempt then keeps the raw files and
+        ``transcript.error.txt``, and grades as having no transcript."""
+        return None
 
     def infrastructure_failure(self, exit_code: int | None, files: dict[str, bytes]) -> str | None:
         """Why the run failed for infrastructure reasons the agent itself reported (None: it did not).

@@ -14,6 +14,9 @@ from workers.adapters.base import AgentAdapter, AttemptPaths
 
 
 class CommandAdapter(AgentAdapter):
+    def program(self) -> str | None:
+        return self.config.command[0] if self.config.command else None
+
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
         values = {
             "{prompt_file}": paths.prompt_file,
