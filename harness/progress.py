@@ -70,20 +70,33 @@ class SweepProgress:
 
 
 def matrix_table(sweep: SweepRecord) -> Table:
-    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes."""
+    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes.
+
+    The longer side goes down: a fleet of six hosts with three items has a row per host, one host with ten
+    items a row per item, so the table fits a terminal (or a log 80 columns wide) either way.
+    """
     agents = sorted({c.agent for c in sweep.cells})
     items = list(sweep.items)
-    table = Table(title=f"sweep {sweep.id}", show_lines=False)
-    table.add_column("host" if len(agents) == 1 else "host / agent", style="bold")
-    for item in items:
-        table.add_column(item)
-    rows: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for c in sweep.cells:
-        row = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
+        runner = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
         text, style = label(sweep.last(c.id))
         n = len(sweep.attempts.get(c.id) or [])
         suffix = f" ×{n}" if n > 1 else ""
-        rows[row][c.item].append(f"[{style}]{text}{suffix}[/]")
-    for row, by_item in rows.items():
-        table.add_row(row, *(" ".join(by_item.get(i, ["-"])) for i in items))
+        cells[runner][c.item].append(f"[{style}]{text}{suffix}[/]")
+    runners = list(cells)
+    runner_title = "host" if len(agents) == 1 else "host / agent"
+    table = Table(title=f"sweep {sweep.id}", show_lines=False)
+    if len(items) > len(runners):
+        table.add_column(f"item \\ {runner_title}", style="bold")
+        for runner in runners:
+            table.add_column(runner)
+        for item in items:
+            table.add_row(item, *(" ".join(cells[r].get(item, ["-"])) for r in runners))
+        return table
+    table.add_column(runner_title, style="bold")
+    for item in items:
+        table.add_column(item)
+    for runner in runners:
+        table.add_row(runner, *(" ".join(cells[runner].get(i, ["-"])) for i in items))
     return table
