@@ -1,0 +1,66 @@
+"""An agent that is not installed on a host is the fleet's failure (agent_missing), found before anything
+runs, not retried, and reported by `fleet hosts check`; its version is recorded when it is there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.fleetkit import REPO, free_port
+
+pytestmark = pytest.mark.integration
+
+INVENTORY = """schema_version = 1
+[hosts.local]
+transport = "local"
+workdir = "{workdir}"
+slots = 1
+[hosts.local.model]
+base_url = "http://127.0.0.1:{port}/v1"
+id = "scripted-model"
+context = 32768
+max_output = 2048
+scripted = true
+[hosts.local.agents.ghost]
+kind = "command"
+command = ["no-such-agent-7f3e", "{{prompt_file}}"]
+[hosts.local.agents.echo]
+kind = "command"
+command = ["sh", "-c", "echo words only, as asked > \\"$1\\"", "sh", "{{answer_file}}"]
+version_command = ["sh", "-c", "echo echo-agent 1.2.3"]
+"""
+
+
+def _fleet(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(HOME=str(cwd / "home"), PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.toml"
+    inv.write_text(INVENTORY.format(workdir=tmp_path / "host", port=free_port()))
+    r = _fleet(["sweep", "-i", str(inv), "--items", "12", "--agents", "ghost,echo", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cells = {c["agent"]: c for c in json.loads(r.stdout)["cells"]}
+    ghost = cells["ghost"]
+    assert (ghost["grade"], ghost["reason"], ghost["attempts"]) == ("HARNESS_FAILURE", "agent_missing", 1)
+    sweep = json.loads(r.stdout)["sweep"]
+    meta = json.loads((tmp_path / "runs" / sweep / ghost["id"] / "attempt-1" / "meta.json").read_text())
+    assert "no-such-agent-7f3e is not installed" in meta["error"]
+    # Nothing ran: no launch record, no agent output.
+    assert not (tmp_path / "runs" / sweep / ghost["id"] / "attempt-1" / "agent.stdout").exists()
+    echo = json.loads((tmp_path / "runs" / sweep / cells["echo"]["id"] / "attempt-1" / "meta.json").read_text())
+    assert echo["agent_version"] == "echo-agent 1.2.3" and echo["agent_command"][0] == "sh"
+    assert cells["echo"]["grade"] == "DELIVERED"
+
+    check = _fleet(["hosts", "check", "-i", str(inv), "--json"], tmp_path)
+    assert check.returncode == 1
+    (host,) = json.loads(check.stdout)
+    assert host["agents"] == {"ghost": "missing: no-such-agent-7f3e not on PATH", "echo": "echo-agent 1.2.3"}
