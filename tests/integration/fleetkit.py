@@ -245,3 +245,11 @@ def start_fleet(args: list[str], namespace: str, env: dict[str, str] | None = No
 def run_fleet(args: list[str], namespace: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(FLEET + args, cwd=REPO, env=fleet_env(namespace, env), capture_output=True, text=True,
                           timeout=timeout)
+
+
+def run_embedded(args: list[str], cwd: Path, home: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """A `fleet` command as a user runs it on the embedded default: in ``cwd`` (so results go to
+    ``cwd/runs``), with its own ``$HOME`` (the local host's workdir) and no FLEET_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(HOME=str(home or cwd / "home"), PYTHONPATH=str(REPO), COLUMNS="200")
+    return subprocess.run(FLEET + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

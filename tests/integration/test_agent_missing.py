@@ -4,14 +4,11 @@ runs, not retried, and reported by `fleet hosts check`; its version is recorded 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.fleetkit import REPO, free_port
+from tests.integration.fleetkit import free_port, run_embedded
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +33,10 @@ version_command = ["sh", "-c", "echo echo-agent 1.2.3"]
 """
 
 
-def _fleet(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env.update(HOME=str(cwd / "home"), PYTHONPATH=str(REPO), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(tmp_path: Path) -> None:
     inv = tmp_path / "inv.toml"
     inv.write_text(INVENTORY.format(workdir=tmp_path / "host", port=free_port()))
-    r = _fleet(["sweep", "-i", str(inv), "--items", "12", "--agents", "ghost,echo", "--json"], tmp_path)
+    r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--agents", "ghost,echo", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     cells = {c["agent"]: c for c in json.loads(r.stdout)["cells"]}
     ghost = cells["ghost"]
@@ -60,7 +50,7 @@ def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(
     assert echo["agent_version"] == "echo-agent 1.2.3" and echo["agent_command"][0] == "sh"
     assert cells["echo"]["grade"] == "DELIVERED"
 
-    check = _fleet(["hosts", "check", "-i", str(inv), "--json"], tmp_path)
+    check = run_embedded(["hosts", "check", "-i", str(inv), "--json"], tmp_path)
     assert check.returncode == 1
     (host,) = json.loads(check.stdout)
     assert host["agents"] == {"ghost": "missing: no-such-agent-7f3e not on PATH", "echo": "echo-agent 1.2.3"}

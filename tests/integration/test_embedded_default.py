@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.integration.fleetkit import REPO
+from tests.integration.fleetkit import REPO, run_embedded
 
 pytestmark = pytest.mark.integration
-
-
-def _fleet(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env.update(HOME=str(home), PYTHONPATH=str(REPO), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
 
 
 # What each bundled item's demo script is written to show (docs/prompts.md): every grade, each for its reason.
@@ -40,7 +29,7 @@ DEMO_GRADES = {
 def test_first_command_runs_the_bundled_items_here_and_shows_every_grade(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    r = _fleet(["sweep"], tmp_path, home)
+    r = run_embedded(["sweep"], tmp_path, home)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "results in runs/" in r.stdout
     # One host, ten items: a row per item, so the table stays readable in 80 columns.
@@ -84,15 +73,15 @@ def test_first_command_runs_the_bundled_items_here_and_shows_every_grade(tmp_pat
     assert guards == [("output_limit", "continue")]
     assert [e["finish_reason"] for e in forest if e["event"] == "model_response"][0] == "length"
 
-    st = _fleet(["status", sweep_id, "--json"], tmp_path, home)
+    st = run_embedded(["status", sweep_id, "--json"], tmp_path, home)
     assert st.returncode == 0 and json.loads(st.stdout)["sweep"] == sweep_id
 
     # The builtin agent ran against the scripted model the coordinator served, from the installed release.
-    show = _fleet(["show", sweep_id, "local", "07"], tmp_path, home)
+    show = run_embedded(["show", sweep_id, "local", "07"], tmp_path, home)
     assert show.returncode == 0, show.stderr
     assert "transcript.jsonl" in show.stdout and "workspace/Playground/photo-renamer/rename_photos.py" in show.stdout
 
-    rep = _fleet(["report", sweep_id], tmp_path, home)
+    rep = run_embedded(["report", sweep_id], tmp_path, home)
     assert rep.returncode == 0, rep.stderr
     report_md = (runs / sweep_id / "REPORT.md").read_text()
     # 6 of 10 delivered; 6 of the 9 graded on the model once the harness failure is set aside.
@@ -105,7 +94,7 @@ def test_first_command_runs_the_bundled_items_here_and_shows_every_grade(tmp_pat
     suite = ET.parse(runs / sweep_id / "junit.xml").getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("10", "3", "1")
 
-    rerun = _fleet(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
+    rerun = run_embedded(["rerun", "local", "07", "--sweep", sweep_id, "--json"], tmp_path, home)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = {c["item"]: c for c in json.loads(rerun.stdout)["cells"]}
     assert after["07-photo-renamer"]["attempts"] == 2 and after["07-photo-renamer"]["grade"] == "DELIVERED"

@@ -4,24 +4,14 @@ the scripted model, its checks run with the run's values, the values and seed re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.catalog import draw_values, load_catalog, render
-from tests.integration.fleetkit import REPO, free_port
+from tests.integration.fleetkit import REPO, free_port, run_embedded
 
 pytestmark = pytest.mark.integration
-
-
-def _fleet(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env.update(HOME=str(home), PYTHONPATH=str(REPO), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
 
 
 def test_qualification_round_runs_checks_against_this_runs_values(tmp_path: Path) -> None:
@@ -30,7 +20,7 @@ def test_qualification_round_runs_checks_against_this_runs_values(tmp_path: Path
     # The embedded inventory on a port of its own, so it can run beside other tests.
     inventory = tmp_path / "local.toml"
     inventory.write_text((REPO / "inventory" / "local.toml").read_text().replace("127.0.0.1:8765", f"127.0.0.1:{free_port()}"))
-    r = _fleet(["sweep", "-i", str(inventory), "--round", "qualification", "--repeat", "2", "--json"], tmp_path, home)
+    r = run_embedded(["sweep", "-i", str(inventory), "--round", "qualification", "--repeat", "2", "--json"], tmp_path, home)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)
     runs = tmp_path / "runs"
@@ -62,7 +52,7 @@ def test_qualification_round_runs_checks_against_this_runs_values(tmp_path: Path
     assert len(projects) == 6  # every run drew its own project folder
 
     # Regrading the stored attempts needs no rerun and gives the same grades.
-    g = _fleet(["grade", summary["sweep"], "--json"], tmp_path, home)
+    g = run_embedded(["grade", summary["sweep"], "--json"], tmp_path, home)
     assert g.returncode == 0, g.stderr[-2000:]
     regraded = json.loads(g.stdout)
     assert {c["grade"] for c in regraded["cells"]} == {"DELIVERED"}
