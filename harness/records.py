@@ -124,6 +124,7 @@ class AttemptResult(_Record):
     model: dict[str, str | int] = Field(default_factory=dict, description="Model id, base URL, context, max output.")
     agent_command: list[str] = Field(default_factory=list)
     agent_version: str = ""
+    agent_kind: str = Field(default="", description="The adapter that ran it (builtin, command, openclaw, ...).")
     harness_commit: str = ""
     worker: str = Field(default="", description="Celery worker node that ran the attempt.")
     workspace: str = Field(default="", description="The attempt's workspace path on the host.")

@@ -61,6 +61,7 @@ class _Attempt:
             status="harness_failure",
             host=req.host.name,
             agent=adapter.name,
+            agent_kind=adapter.config.kind,
             item=req.item.id,
             model={
                 "id": req.host.model.id,

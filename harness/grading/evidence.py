@@ -14,7 +14,9 @@ __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
 SHELL_TRACE_FAILURES = ("0x8007274c",)
 """Text that shows the host's own shell failed (WSL loses its connection to Windows), not the model."""
 
-_TRANSCRIPT_AGENTS = {"builtin"}
+_TRANSCRIPT_AGENTS = {"builtin", "openclaw", "opencode", "hermes"}
+"""Agents whose session the harness always turns into transcript.jsonl: one missing means the run (or its
+import) failed, a harness failure, not a model that said nothing."""
 
 
 def _read(folder: Path, name: str) -> str:
@@ -60,7 +62,8 @@ def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "")
     files = [m["path"] for m in manifest if m.get("size")]
     receipt = json.loads(_read(folder, "receipt.json") or "{}").get("status", "none")
     checks = json.loads(_read(folder, "checks.json") or "[]")
-    kind = agent_kind or ("builtin" if "workers.agent" in meta.get("agent_command", []) else "")
+    # meta.json names the adapter; attempts recorded before it did are known by their command line.
+    kind = agent_kind or meta.get("agent_kind") or ("builtin" if "workers.agent" in meta.get("agent_command", []) else "")
     deliverable = item.deliverable if item is not None else meta.get("deliverable", "workspace")
     if deliverable not in ("workspace", "answer"):
         raise StoreError(f"{folder / 'meta.json'}: deliverable {deliverable!r} is neither workspace nor answer")

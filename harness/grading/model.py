@@ -8,10 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["GRADER_VERSION", "GradeName", "StopRecord", "Evidence", "Grade"]
 
-GRADER_VERSION = 2
+GRADER_VERSION = 3
 """Bump when a rule changes meaning: stored grades name the version that made them.
 2: an attempt folder without a workspace manifest (an imported session) takes its files from the
-transcript's successful write/edit results, and an answer its source did not record is said so."""
+transcript's successful write/edit results, and an answer its source did not record is said so.
+3: the agent kind comes from meta.json (``agent_kind``); OpenClaw, OpenCode and Hermes attempts, whose
+sessions the harness turns into transcript.jsonl, are harness failures when that transcript is missing."""
 
 GradeName = Literal["DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.grading import Evidence, StopRecord, grade
+from harness.grading.model import GRADER_VERSION
 
 
 def ev(**kw) -> Evidence:  # type: ignore[no-untyped-def]
@@ -71,8 +72,26 @@ def test_an_imported_run_says_where_its_files_came_from_and_that_its_answer_was_
     g = grade(ev(files=["Playground/p/app.py", "(write call c2: path not recorded)"], files_from="transcript",
                  answer="", answer_recorded=False,
                  stop=StopRecord(reason="consecutive_failures", text="4 consecutive failures", at_call=11)))
-    assert g.grade == "PARTIAL" and g.grader_version == 2
+    assert g.grade == "PARTIAL" and g.grader_version == GRADER_VERSION
     assert g.reasons == ["stopped: 4 consecutive failures",
                          "2 file(s) written or changed by recorded tool calls (no workspace was captured)",
                          "the owner's answer was not recorded"]
     assert grade(ev(files=[], files_from="transcript", answer="")).grade == "NOTHING"
+
+
+def test_a_real_agent_attempt_without_its_transcript_is_a_harness_failure(tmp_path) -> None:
+    """meta.json's agent_kind says the harness turns this agent's session into a transcript; none -> the
+    session could not be read or the agent never ran: not the model's answer."""
+    import json
+
+    from harness.grading import evidence_from_attempt
+
+    (tmp_path / "meta.json").write_text(json.dumps({"status": "finished", "exit_code": 0, "agent_kind": "openclaw",
+                                                    "agent_command": ["openclaw", "agent", "exec"]}))
+    (tmp_path / "workspace.manifest.json").write_text(json.dumps([{"path": "a.py", "size": 3}]))
+    (tmp_path / "answer.txt").write_text("done")
+    g = grade(evidence_from_attempt(tmp_path, None))
+    assert g.grade == "HARNESS_FAILURE", g.reasons
+    (tmp_path / "meta.json").write_text(json.dumps({"status": "finished", "exit_code": 0, "agent_kind": "command",
+                                                    "agent_command": ["my-agent"]}))
+    assert grade(evidence_from_attempt(tmp_path, None)).grade != "HARNESS_FAILURE"
