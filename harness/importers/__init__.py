@@ -21,6 +21,10 @@ __all__ = ["IMPORTERS", "Importer", "importer", "import_to_folder", "grade_folde
 
 IMPORTERS: dict[str, str] = {
     "pixel-fleet": "harness.importers.pixel_fleet",
+    "openclaw-jsonl": "harness.importers.openclaw_jsonl",
+    "openclaw-sqlite": "harness.importers.openclaw_sqlite",
+    "opencode": "harness.importers.opencode",
+    "hermes": "harness.importers.hermes",
 }
 """Format name -> the module that imports it (imported only when asked for)."""
 

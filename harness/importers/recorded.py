@@ -34,7 +34,8 @@ from harness.transcript import (
     Usage,
 )
 
-__all__ = ["RecordedCall", "RecordedRun", "GuardPlan", "GuardPlanner", "ReceiptSource", "to_events"]
+__all__ = ["RecordedCall", "RecordedRun", "GuardPlan", "GuardPlanner", "ReceiptSource", "to_events", "tool_details",
+           "verdict_of"]
 
 ReceiptSource = Literal["model", "refusal_receipt", "budget_stop", "agent_guard"]
 
@@ -171,6 +172,12 @@ def _details(call: RecordedCall, test: TestVerdict | None) -> ToolDetails:
         replacements=int(replaced.group(1)) if replaced else None,
         test=test,
     )
+
+
+def tool_details(call: RecordedCall, test: TestVerdict | None) -> ToolDetails:
+    """The normalized ``details`` of a recorded call's result (status, exit code, path, bytes ...), for an
+    importer that builds its events itself: the same mapping ``to_events`` uses."""
+    return _details(call, test)
 
 
 def to_events(run: RecordedRun, plan_guard: GuardPlanner, receipt_source: Callable[[RecordedRun], ReceiptSource]

@@ -521,7 +521,7 @@ def test_the_registry_names_each_format_and_refuses_others() -> None:
     for name, module in IMPORTERS.items():
         found = importer(name)
         assert found.FORMAT == name and callable(found.import_to_folder) and module == found.__name__  # type: ignore[attr-defined]
-    with pytest.raises(UsageError, match="unknown import format 'hermes-x': expected one of pixel-fleet"):
+    with pytest.raises(UsageError, match="unknown import format 'hermes-x': expected one of .*pixel-fleet"):
         importer("hermes-x")
 
 

@@ -11,10 +11,20 @@ from harness.inventory import AgentConfig
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.builtin import BuiltinAdapter
 from workers.adapters.command import CommandAdapter
+from workers.adapters.hermes import HermesAdapter
+from workers.adapters.opencode import OpenCodeAdapter
+from workers.adapters.openclaw import OpenClawAdapter
 
-__all__ = ["AgentAdapter", "AttemptPaths", "BuiltinAdapter", "CommandAdapter", "adapter_for"]
+__all__ = ["AgentAdapter", "AttemptPaths", "BuiltinAdapter", "CommandAdapter", "HermesAdapter", "OpenClawAdapter",
+           "OpenCodeAdapter", "adapter_for"]
 
-_ADAPTERS: dict[str, type[AgentAdapter]] = {"command": CommandAdapter, "builtin": BuiltinAdapter}
+_ADAPTERS: dict[str, type[AgentAdapter]] = {
+    "command": CommandAdapter,
+    "builtin": BuiltinAdapter,
+    "openclaw": OpenClawAdapter,
+    "opencode": OpenCodeAdapter,
+    "hermes": HermesAdapter,
+}
 
 
 def adapter_for(name: str, config: AgentConfig) -> AgentAdapter:

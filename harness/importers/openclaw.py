@@ -1,0 +1,498 @@
+"""OpenClaw sessions as the harness's transcripts: what both stores share (docs/agents-openclaw.md).
+
+OpenClaw records a session as a stream of **entries**: a header (``type: session``, ``version`` 3 or 4, ``id``,
+``cwd``, ``timestamp``), then entries with ``id``/``parentId``: ``message`` (``user``, ``assistant`` with
+``text``/``thinking``/``toolCall`` blocks, ``toolResult``), ``model_change``, ``thinking_level_change``,
+``compaction``, ``custom`` extension state and a few more. The JSONL store (``openclaw_jsonl``) holds one entry
+per line; the SQLite store (``openclaw_sqlite``) one per ``transcript_events`` row. Each store module reads its
+entries, each with where it was found ("line 7", "transcript_events session S seq 7"), and this module turns
+one session into a ``RecordedRun`` and its normalized events.
+
+Mapping: each assistant message is a model round (``model_request`` with the messages recorded since the last
+one, then ``model_response``, or ``model_error`` when the endpoint failed); each ``toolCall`` block is a
+``tool_call`` and its ``toolResult`` a ``tool_result``, whose ``is_error``/``details.status`` count a non-zero
+exit code as failed whatever OpenClaw flagged (``isError`` and ``details`` are kept as ``agent_is_error`` and
+``agent_details``). The last assistant message's ``stopReason`` decides ``run_end``.
+
+Nothing is guessed or dropped in silence: an entry this importer does not translate is counted in
+``run_start.imported.limits``, and the whole session is kept beside the transcript. Input that is not an
+OpenClaw session (an unknown entry type, a missing or mistyped key it reads, an unsupported version) raises
+``TranscriptImportError`` naming the file and the line or row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any, Literal, NoReturn
+
+from harness.errors import TranscriptImportError
+from harness.importers.recorded import RecordedCall, RecordedRun, tool_details, verdict_of
+from harness.transcript import (
+    Event,
+    ImportedFrom,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    RunEnd,
+    RunStart,
+    StopEvent,
+    ToolCall,
+    ToolCallRecord,
+    ToolResult,
+    Usage,
+)
+
+__all__ = ["AGENT", "SESSION_VERSIONS", "Entry", "SessionSource", "read_session", "check_label"]
+
+AGENT = "openclaw"
+SESSION_VERSIONS = (3, 4)
+"""Session versions read: 3 (the JSONL store, and sessions imported from it into SQLite), 4 (SQLite sessions)."""
+
+STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
+_FINISH = {"stop": "stop", "length": "length", "toolUse": "tool_calls", "error": "error", "aborted": "aborted"}
+ENTRY_TYPES = ("session", "message", "thinking_level_change", "model_change", "compaction", "reset",
+               "branch_summary", "custom", "custom_message", "label", "session_info", "leaf")
+"""OpenClaw's own list of session entry types (``sessionEntryTypeSchema``, plus tree ``leaf`` markers)."""
+_UNTRANSLATED_ROLES = ("custom", "bashExecution", "hookMessage")
+_CONTEXT_WORDS = re.compile(r"context|too long|maximum.{0,40}tokens|n_ctx|exceeds", re.I)
+_CONNECTION_CODE = re.compile(r"^(E[A-Z0-9_]+|UND_ERR[A-Z0-9_]*)$")
+_HTTP_STATUS = re.compile(r"^([1-5]\d\d)\b")
+_FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+_LIMITS = [
+    "ts: when the event was imported, not when it happened (the entries' own timestamps stay in the session)",
+    "run_start: the system prompt, tools, endpoint, limits and harness fields are not recorded; model is the "
+    "first model_change's provider/modelId, workspace the session's cwd",
+    "model_request: messages_added are the messages as the session recorded them (OpenClaw adds its runtime "
+    "context when it sends them); max_tokens, stream and the prompt estimate are not recorded (0, false)",
+    "model_response: latency_s and attempts are not recorded (0)",
+    "run_end: exit_code is not recorded; duration_s is from the header's timestamp to the last entry's",
+]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One session entry as stored, and where: ``line 7`` or ``transcript_events session S seq 7``."""
+
+    where: str
+    data: dict[str, Any]
+
+
+@dataclass
+class SessionSource:
+    """One session as a store module read it."""
+
+    format: str
+    file: str
+    sha256: str
+    entries: list[Entry]
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What the store itself records beside the entries (the agent's version, the database schema)."""
+    agent_version: str = ""
+
+
+def _fail(file: str, where: str, problem: str) -> NoReturn:
+    raise TranscriptImportError(file, where, problem)
+
+
+def check_label(file: str, where: str, session_id: str) -> str:
+    """A session id names the run's folder: it must be a plain file name."""
+    if not _FOLDER_NAME.match(session_id):
+        _fail(file, where, f"session id {session_id!r} cannot name a run's folder (letters, digits, '.', '_', '-')")
+    return session_id
+
+
+_KIND_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "an integer",
+               float: "a number", type(None): "null"}
+
+
+def _type_name(value: object) -> str:
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
+class _Reader:
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, where: str, problem: str) -> NoReturn:
+        _fail(self.file, where, problem)
+
+    def get(self, obj: dict[str, Any], key: str, kinds: type | tuple[type, ...], where: str, *,
+            required: bool = True) -> Any:
+        """``obj[key]`` if it has one of ``kinds`` (bool is never an int here); a missing optional key is None."""
+        if key not in obj:
+            if required:
+                self.fail(where, f"{key}: missing")
+            return None
+        value = obj[key]
+        allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+        if not any(type(value) is kind for kind in allowed):
+            expected = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in allowed)
+            self.fail(where, f"{key}: expected {expected}, got {_type_name(value)}")
+        return value
+
+
+def _text_of(content: object, reader: _Reader, where: str, key: str) -> tuple[str, str | None]:
+    """(text, reasoning) of a message's content: a string, or blocks of text / thinking (others are refused)."""
+    if isinstance(content, str):
+        return content, None
+    if not isinstance(content, list):
+        reader.fail(where, f"{key}: expected a string or a list of blocks, got {_type_name(content)}")
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for i, block in enumerate(content):
+        at = f"{key}[{i}]"
+        if not isinstance(block, dict):
+            reader.fail(where, f"{at}: expected an object, got {_type_name(block)}")
+        kind = reader.get(block, "type", str, where=f"{where}: {at}")
+        if kind == "text":
+            texts.append(reader.get(block, "text", str, where=f"{where}: {at}"))
+        elif kind == "thinking":
+            thoughts.append(reader.get(block, "thinking", str, where=f"{where}: {at}"))
+        elif kind == "image":
+            texts.append("[image]")
+        elif kind != "toolCall":
+            reader.fail(where, f"{at}.type: {kind!r} blocks are not read (text, thinking, image, toolCall)")
+    return "".join(texts), ("".join(thoughts) if thoughts else None)
+
+
+@dataclass
+class _Round:
+    number: int
+    calls: list[dict[str, Any]]
+    """The assistant message's toolCall blocks, in order, not yet answered."""
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+
+    def n(key: str) -> int:
+        value = raw.get(key)
+        return value if type(value) is int else 0
+
+    prompt = n("input") + n("cacheRead") + n("cacheWrite")
+    output = n("output")
+    return Usage(prompt_tokens=prompt, completion_tokens=output, total_tokens=n("totalTokens") or prompt + output)
+
+
+def _endpoint_error(message: dict[str, Any]) -> tuple[Literal["http", "timeout", "connection"], int | None, str] | None:
+    """(kind, HTTP status, reason) when an ``error`` stop is the endpoint's failure; None when it is not (e.g.
+    "Provider returned an incomplete or malformed tool call": the model's own reply)."""
+    code = message.get("errorCode")
+    kind_of = message.get("errorType")
+    text = str(message.get("errorMessage") or "")
+    if isinstance(code, int) and not isinstance(code, bool):
+        code = str(code)
+    status_text = code if isinstance(code, str) and code.isdigit() else None
+    leading = _HTTP_STATUS.match(text)  # "500 CUDA out of memory", "400 This model's maximum context ..."
+    if status_text is None and leading:
+        status_text = leading.group(1)
+    if status_text is not None:
+        return "http", int(status_text), f"model_http_{int(status_text)}"
+    if isinstance(code, str) and _CONNECTION_CODE.match(code):
+        kind: Literal["timeout", "connection"] = "timeout" if "TIMEDOUT" in code or "TIMEOUT" in code else "connection"
+        return kind, None, f"model_{kind}"
+    diagnostics = message.get("diagnostics")
+    if isinstance(diagnostics, list) and any(isinstance(d, dict) and d.get("type") == "provider_transport_failure"
+                                             for d in diagnostics):
+        return "connection", None, "model_connection"
+    if isinstance(kind_of, str) and kind_of:
+        if "timeout" in kind_of:
+            return "timeout", None, "model_timeout"
+        return "http", None, f"model_{re.sub(r'[^a-z0-9]+', '_', kind_of.lower())}"
+    if re.search(r"\b(connection (error|refused)|ECONNREFUSED|fetch failed)\b", text, re.I):
+        return "connection", None, "model_connection"
+    return None
+
+
+def _context_overflow(message: dict[str, Any], status: int | None) -> bool:
+    """The endpoint refused the prompt as longer than its context: the run is full, not the fleet broken."""
+    if message.get("errorCode") == "context_length_exceeded":
+        return True
+    return status in (400, 413) and bool(_CONTEXT_WORDS.search(str(message.get("errorMessage") or "")))
+
+
+def _tool_message(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _relative(path: str | None, cwd: str) -> str | None:
+    """A file tool's absolute path inside the workspace, as the transcript keeps it: relative to the workspace."""
+    if path is None or not cwd or not path.startswith("/"):
+        return path
+    try:
+        return str(PurePosixPath(path).relative_to(PurePosixPath(cwd)))
+    except ValueError:
+        return path
+
+
+def _seconds(start: object, end: object) -> float:
+    try:
+        a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return round(max(0.0, (b - a).total_seconds()), 3)
+
+
+def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[Event]]:
+    """One session's ``RecordedRun`` (for the folder) and its transcript events (``seq``/``ts`` unstamped).
+
+    ``raw`` is the session as kept beside the transcript (``session.json``)."""
+    reader = _Reader(source.file)
+    if not source.entries:
+        reader.fail("", "no session entries")
+    head = source.entries[0]
+    if head.data.get("type") != "session":
+        reader.fail(head.where, "expected the session header (type 'session') first, "
+                                f"got type {head.data.get('type')!r}")
+    version = reader.get(head.data, "version", int, head.where, required=False)
+    if version is None:
+        version = 1
+    if version not in SESSION_VERSIONS:
+        reader.fail(head.where, f"session version {version} is not supported (this importer reads "
+                                f"{' and '.join(map(str, SESSION_VERSIONS))}; `openclaw doctor --fix` migrates older "
+                                "sessions)")
+    session_id = reader.get(head.data, "id", str, head.where)
+    cwd = reader.get(head.data, "cwd", str, head.where, required=False) or ""
+    started = head.data.get("timestamp")
+    last_ts = started
+
+    events: list[Event] = []
+    calls: list[RecordedCall] = []
+    limits = list(_LIMITS)
+    untranslated: Counter[str] = Counter()
+    models: list[dict[str, Any]] = []
+    thinking: list[str] = []
+    compactions: list[dict[str, Any]] = []
+    prompt: str | None = None
+    pending: list[dict[str, Any]] = []  # messages recorded since the last model request
+    rounds = 0
+    current: _Round | None = None
+    by_id: dict[str, tuple[dict[str, Any], int]] = {}  # call id -> (toolCall block, round)
+    answered: dict[str, str] = {}  # call id -> where its result is
+    last_assistant: tuple[Entry, dict[str, Any]] | None = None
+    totals = Usage()
+
+    def flush_unanswered(round_: _Round | None) -> None:
+        """Calls of a round that got no result: their tool_call events, and a limit line each."""
+        if round_ is None:
+            return
+        for block in round_.calls:
+            events.append(ToolCall(round=round_.number, call_id=block["id"], name=block["name"],
+                                   arguments=block["arguments"] if isinstance(block.get("arguments"), dict) else None,
+                                   arguments_error=None if isinstance(block.get("arguments"), dict)
+                                   else "the arguments are not a JSON object"))
+            limits.append(f"call {block['id']} ({block['name']}, round {round_.number}): no result is recorded")
+        round_.calls = []
+
+    for entry in source.entries[1:]:
+        data, where = entry.data, entry.where
+        kind = reader.get(data, "type", str, where)
+        if kind not in ENTRY_TYPES:
+            reader.fail(where, f"type: unknown entry type {kind!r} (OpenClaw's are {', '.join(ENTRY_TYPES)})")
+        if isinstance(data.get("timestamp"), str):
+            last_ts = data["timestamp"]
+        if kind == "session":
+            reader.fail(where, "a second session header: one session per file (or per session id)")
+        if kind == "model_change":
+            models.append({"at": where, "provider": reader.get(data, "provider", str, where),
+                           "modelId": reader.get(data, "modelId", str, where)})
+            continue
+        if kind == "thinking_level_change":
+            thinking.append(str(reader.get(data, "thinkingLevel", str, where)))
+            continue
+        if kind == "compaction":
+            compactions.append({"at": where, "tokensBefore": data.get("tokensBefore"),
+                                "firstKeptEntryId": data.get("firstKeptEntryId")})
+            continue
+        if kind != "message":
+            untranslated[f"{kind} {data['customType']}" if kind == "custom" and isinstance(data.get("customType"), str)
+                         else kind] += 1
+            continue
+        message = reader.get(data, "message", dict, where)
+        role = reader.get(message, "role", str, f"{where}: message")
+        at = f"{where}: message"
+        if role == "user":
+            text, _ = _text_of(reader.get(message, "content", (str, list), at), reader, at, "content")
+            if prompt is None:
+                prompt = text
+            else:
+                untranslated["user message after the prompt (kept in model_request.messages_added)"] += 1
+            pending.append({"role": "user", "content": text})
+        elif role == "assistant":
+            flush_unanswered(current)
+            content = reader.get(message, "content", (str, list), at)
+            stop = reader.get(message, "stopReason", str, at)
+            if stop not in STOP_REASONS:
+                reader.fail(at, f"stopReason: {stop!r} is not one of {', '.join(STOP_REASONS)}")
+            text, reasoning = _text_of(content, reader, at, "content")
+            blocks: list[dict[str, Any]] = []
+            for i, block in enumerate(content if isinstance(content, list) else []):
+                if block.get("type") != "toolCall":
+                    continue
+                bat = f"{at}: content[{i}]"
+                call_id = reader.get(block, "id", str, bat)
+                reader.get(block, "name", str, bat)
+                if "arguments" not in block:
+                    reader.fail(bat, "arguments: missing")
+                if call_id in by_id:
+                    reader.fail(bat, f"id: {call_id!r} is also the id of an earlier call")
+                blocks.append(block)
+            rounds += 1
+            current = _Round(rounds, list(blocks))
+            for block in blocks:
+                by_id[block["id"]] = (block, rounds)
+            usage = _usage(message.get("usage"))
+            if usage is not None:
+                totals = Usage(prompt_tokens=totals.prompt_tokens + usage.prompt_tokens,
+                               completion_tokens=totals.completion_tokens + usage.completion_tokens,
+                               total_tokens=totals.total_tokens + usage.total_tokens)
+            events.append(ModelRequest(round=rounds, max_tokens=0, stream=False, prompt_tokens_estimate=0,
+                                       messages_added=pending))
+            endpoint = _endpoint_error(message) if stop == "error" else None
+            if endpoint is not None:
+                kind_, status, _ = endpoint
+                events.append(ModelError(round=rounds, attempt=0, kind=kind_, status=status,
+                                         message=str(message.get("errorMessage") or ""), retry_in_s=None))
+            else:
+                events.append(ModelResponse(
+                    round=rounds, text=text, reasoning=reasoning,
+                    tool_calls=[ToolCallRecord(id=b["id"], name=b["name"],
+                                               arguments=b["partialArgs"] if isinstance(b.get("partialArgs"), str)
+                                               else json.dumps(b["arguments"], ensure_ascii=False))
+                                for b in blocks],
+                    finish_reason=_FINISH[stop], usage=usage, latency_s=0.0, attempts=0,
+                    model=message["model"] if isinstance(message.get("model"), str) else None,
+                ))
+            pending = [{"role": "assistant", "content": text or None,
+                        **({"tool_calls": [{"id": b["id"], "type": "function",
+                                            "function": {"name": b["name"],
+                                                         "arguments": json.dumps(b["arguments"], ensure_ascii=False)}}
+                                           for b in blocks]} if blocks else {})}]
+            last_assistant = (entry, message)
+        elif role == "toolResult":
+            call_id = reader.get(message, "toolCallId", str, at)
+            name = reader.get(message, "toolName", str, at)
+            is_error = reader.get(message, "isError", bool, at)
+            text, _ = _text_of(reader.get(message, "content", list, at), reader, at, "content")
+            details = reader.get(message, "details", (dict, type(None)), at, required=False)
+            if call_id in answered:
+                reader.fail(at, f"toolCallId: {call_id!r} already has a result ({answered[call_id]})")
+            answered[call_id] = where
+            if call_id in by_id:
+                block, round_ = by_id[call_id]
+                if current is not None:
+                    current.calls = [b for b in current.calls if b["id"] != call_id]
+                arguments = block["arguments"] if isinstance(block["arguments"], dict) else None
+                events.append(ToolCall(round=round_, call_id=call_id, name=block["name"], arguments=arguments,
+                                       arguments_error=None if arguments is not None
+                                       else "the arguments are not a JSON object"))
+            else:
+                # OpenClaw keeps the result of a call to a tool it does not have, but not the assistant message
+                # that made it: that message was a model round of its own, which the session does not hold.
+                rounds += 1
+                round_, arguments = rounds, None
+                events.append(ToolCall(round=round_, call_id=call_id, name=name, arguments=None,
+                                       arguments_error="not recorded: the session holds this call's result, not the "
+                                                       "assistant message that made it"))
+                limits.append(f"call {call_id} ({name}): only its result is recorded ({where}); the model round "
+                              f"that made it (round {round_}) and its arguments are not")
+            call = RecordedCall(
+                call_id=call_id, name=name, arguments=arguments or {}, round=round_, text=text,
+                agent_is_error=is_error, agent_details=details,
+                output=details["aggregated"] if details and isinstance(details.get("aggregated"), str) else None,
+            )
+            test = verdict_of(call)
+            result_details = tool_details(call, test)
+            if result_details.path is not None:
+                result_details = result_details.model_copy(update={"path": _relative(result_details.path, cwd)})
+            events.append(ToolResult(round=round_, call_id=call_id, name=name, is_error=result_details.status != "ok",
+                                     text=text, details=result_details, agent_is_error=is_error,
+                                     agent_details=details))
+            calls.append(call)
+            pending.append(_tool_message(call_id, text))
+        elif role in _UNTRANSLATED_ROLES:
+            untranslated[f"message {role}"] += 1
+        else:
+            reader.fail(at, f"role: unknown message role {role!r} (user, assistant, toolResult, "
+                            f"{', '.join(_UNTRANSLATED_ROLES)})")
+    flush_unanswered(current)
+
+    for what, count in sorted(untranslated.items()):
+        limits.append(f"not translated (kept in the session): {count} x {what}")
+    if compactions:
+        limits.append(f"{len(compactions)} compaction(s): the model context was summarized; the entries before it "
+                      "are still in the session and in this transcript")
+
+    end, delivered, final_text, stop_reason, error = _run_end(last_assistant, rounds, totals,
+                                                             _seconds(started, last_ts), events)
+    events.extend(end)
+    first_model = models[0] if models else None
+    run_start = RunStart(
+        run_id=session_id, agent=AGENT, agent_version=source.agent_version, harness_commit="",
+        model=f"{first_model['provider']}/{first_model['modelId']}" if first_model else "", base_url="", context=0,
+        max_output=0, stream=False, timeout_s=0.0, retries=0, exec_timeout_s=0.0, workspace=cwd, prompt_file="",
+        prompt=prompt or "", system_prompt="", tools=[], budget_policy={}, python="", platform="",
+        imported=ImportedFrom(format=source.format, file=source.file, sha256=source.sha256, run=session_id,
+                              limits=limits),
+    )
+    facts: dict[str, Any] = {
+        "session_id": session_id, "session_version": version, "cwd": cwd, "agent_version": source.agent_version,
+        "models": models, "thinking_levels": thinking, "compactions": compactions,
+        "final_stop_reason": stop_reason, "final_error": error, **source.facts,
+    }
+    run = RecordedRun(
+        format=source.format, file=source.file, sha256=source.sha256,
+        label=check_label(source.file, head.where, session_id), prompt=prompt or "", calls=calls, limits=limits,
+        agent=AGENT, run_id=session_id, item=session_id, final_text=final_text, final_stop_reason=stop_reason,
+        final_error=error, delivered=delivered,
+        facts={k: v for k, v in facts.items() if v not in (None, "", [])}, raw=raw,
+    )
+    return run, [run_start, *events]
+
+
+def _run_end(last: tuple[Entry, dict[str, Any]] | None, rounds: int, usage: Usage, duration: float, events: list[Event]
+             ) -> tuple[list[Event], str | None, str | None, str | None, str | None]:
+    """(the closing events, what the owner got, the final reply, its stopReason, its error) from the last
+    assistant message."""
+    made = sum(isinstance(e, ToolCall) for e in events)  # with the calls that got no result
+    common = {"exit_code": None, "rounds": rounds, "tool_calls": made, "duration_s": duration, "usage": usage}
+    if last is None:
+        return ([RunEnd(outcome="interrupted", reason="no_reply", message="the session holds no model reply",
+                        **common)], None, None, None, None)
+    entry, message = last
+    stop = message["stopReason"]
+    error = message.get("errorMessage") if isinstance(message.get("errorMessage"), str) else None
+    text = next((e.text for e in reversed(events) if isinstance(e, ModelResponse)), None)
+    if stop == "error":
+        endpoint = _endpoint_error(message)
+        if endpoint is not None:
+            kind, status, reason = endpoint
+            if _context_overflow(message, status):
+                stop_event = StopEvent(round=rounds, rule="context", reason="context_full",
+                                       text=f"context full: {error}")
+                return ([stop_event, RunEnd(outcome="stopped", reason="context_full", message=error, **common)],
+                        None, None, stop, error)
+            return ([RunEnd(outcome="infrastructure", reason=reason,
+                            message=f"the model endpoint failed ({entry.where}): {error or kind}", **common)],
+                    None, None, stop, error)
+        return ([RunEnd(outcome="agent_error", reason="stop_reason_error",
+                        message=f"OpenClaw ended the run on an error ({entry.where}): {error or 'no message'}",
+                        **common)], None, text, stop, error)
+    if stop == "aborted":
+        return ([RunEnd(outcome="interrupted", reason="aborted", message=error or "the run was aborted", **common)],
+                None, text, stop, error)
+    if stop == "toolUse":
+        return ([RunEnd(outcome="interrupted", reason="no_final_reply",
+                        message="the session ends after tool calls, without a final reply", **common)],
+                None, text, stop, error)
+    message_text = ("the last reply was cut at the output limit (stopReason length)" if stop == "length" else None)
+    return ([RunEnd(outcome="completed", reason="length" if stop == "length" else None, message=message_text,
+                    **common)], text, text, stop, error)
