@@ -314,11 +314,12 @@ class StopEvent(_Event):
 
     event: Literal["stop"] = "stop"
     round: int
-    rule: Literal["budget", "recursive_delete", "output_limit", "context", "coding_loop"]
+    rule: Literal["budget", "recursive_delete", "output_limit", "context", "coding_loop", "tool_policy"]
     reason: str
     """Stable code: consecutive_failures, total_failures, no_progress, lanes_exhausted,
     recursive_delete, output_limit, context_full; imported: run_progress (a budget stop whose counter the
-    recording does not show), failed_verification_limit (rule coding_loop)."""
+    recording does not show), failed_verification_limit (rule coding_loop), permission_rejected /
+    permission_denied (rule tool_policy: the agent's own permission policy refused a call and ended the run)."""
     text: str
     """For people, e.g. "4 consecutive failures"."""
     call_id: str | None = None

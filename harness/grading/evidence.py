@@ -35,12 +35,16 @@ def _stop_from(events: list) -> StopRecord | None:  # type: ignore[type-arg]
     return None
 
 
-_FILE_TOOLS = ("write", "edit", "apply_patch")
+_FILE_TOOLS = ("write", "edit", "apply_patch", "multiedit", "write_file", "patch")
+"""Tools that write or change files, by the names the agents give them: builtin, OpenClaw and OpenCode
+(write, edit, apply_patch, multiedit), Hermes (write_file, patch)."""
+_PATH_ARGUMENTS = ("path", "filePath", "file_path")
 
 
 def _files_from(events: list) -> list[str]:  # type: ignore[type-arg]
     """Files the transcript shows written or changed, for a folder whose workspace was not captured."""
-    paths = {e.call_id: (e.arguments or {}).get("path") for e in events if e.event == "tool_call"}
+    paths = {e.call_id: next((v for k in _PATH_ARGUMENTS if isinstance(v := (e.arguments or {}).get(k), str)), None)
+             for e in events if e.event == "tool_call"}
     found: list[str] = []
     for e in events:
         if e.event == "tool_result" and e.name in _FILE_TOOLS and not e.is_error:

@@ -33,6 +33,7 @@ from harness.transcript import (
     ModelResponse,
     RunEnd,
     RunStart,
+    StopEvent,
     ToolCall,
     ToolCallRecord,
     ToolDetails,
@@ -208,6 +209,13 @@ def session_events(session: ChatSession) -> list[Event]:
                 round=number, call_id=call.call_id, name=call.name, is_error=details.status != "ok", text=call.text,
                 details=details, agent_is_error=call.agent_is_error, agent_details=call.agent_details,
             ))
+    refused = [c for r in session.rounds for c in r.calls if c.finished and c.refused]
+    if session.outcome is not None and refused and session.reason == refused[-1].refused:
+        # The agent's policy refused a call and the run ended for it: a stop, as a guard's would be.
+        last = refused[-1]
+        events.append(StopEvent(round=len(session.rounds), rule="tool_policy", reason=last.refused,
+                                text=f"the agent's permission policy refused {last.name} and ended the run",
+                                call_id=last.call_id))
     if session.outcome is not None:
         events.append(RunEnd(
             outcome=session.outcome, reason=session.reason, message=session.message, exit_code=None,

@@ -185,9 +185,10 @@ def test_fleet_import_writes_a_graded_folder_per_session(tmp_path):
     meta = json.loads((folder / "meta.json").read_text())
     assert (meta["source_format"], meta["agent"], meta["calls"], meta["source"]) == ("hermes", "hermes", 3, "cli")
     assert (folder / "answer.txt").read_text() == FINAL_TEXT and (folder / "prompt.md").read_text() == PROMPT
-    # The grader finds an imported run's files in successful write/edit/apply_patch results
-    # (harness/grading/evidence.py); Hermes' write_file and patch are not among them yet, so nothing counts.
-    assert grade_folder(folder).reasons == ["nothing usable was written to the workspace"]
+    # The grader finds an imported run's files in successful file-tool results (harness/grading/evidence.py),
+    # Hermes' write_file among them; no checks ran and no exit code was recorded, so it is not DELIVERED.
+    grade = grade_folder(folder)
+    assert grade.grade == "PARTIAL" and grade.reasons[0].startswith("2 file(s) written or changed by recorded tool calls"), grade.reasons
     r = subprocess.run([sys.executable, "-m", "harness.cli", "import", "hermes", str(_db(tmp_path, "photo-renamer")),
                         "--out", str(tmp_path / "cli")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -107,6 +107,9 @@ def test_a_command_that_exited_non_zero_is_failed_whatever_opencode_flagged(tmp_
                                                                           "call_6_1")
     end = events[-1]
     assert (end.outcome, end.reason) == ("stopped", "permission_rejected")
+    # ... which graders read as the run's stop, at that call.
+    (stop,) = [e for e in events if e.event == "stop"]
+    assert (stop.rule, stop.reason, stop.call_id) == ("tool_policy", "permission_rejected", "call_6_1")
     assert _calls(session) == _calls(_one(DATA / "mixed.jsonl"))
 
 
@@ -161,7 +164,7 @@ def test_fleet_import_writes_a_graded_folder_per_session(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "import", "opencode", str(DATA / "mixed.jsonl"),
                         "--out", str(tmp_path / "cli")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().endswith(": PARTIAL (outcome none)")
+    assert r.stdout.strip().endswith(": PARTIAL (outcome none; stop: the agent's permission policy refused write and ended the run at call 6)")
 
 
 # --- malformed input: one clear error naming the file and the row or line ---------------------------------
