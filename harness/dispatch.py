@@ -236,8 +236,9 @@ def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: 
     return g.grade
 
 
-NOT_RETRIED = frozenset({"revoked", "agent_missing"})
-"""Harness failures a retry cannot mend: a revoked attempt (the user stopped it), a missing agent program."""
+NOT_RETRIED = frozenset({"revoked", "agent_missing", "agent_unsuited"})
+"""Harness failures a retry cannot mend: a revoked attempt (the user stopped it), a missing agent program, an
+agent that cannot work with the host's setup."""
 
 
 def harness_failure(sweep_id: str, cell: Cell, attempt: int, reason: str, error: str) -> AttemptResult:

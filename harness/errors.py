@@ -21,12 +21,14 @@ exits with its ``exit_code``; it never prints a traceback for one.
         ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
         ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
         ├── HostLost                          the connection died while a run was going
-        ├── AgentNotStarted                   the agent never started (timeout before start, missing binary)
+        ├── AgentNotStarted                   the agent never started (the launcher reported no start in time)
+        ├── AgentMissing                      the agent's program is not on the host (not retried)
+        ├── AgentUnsuited                     the agent cannot work with the host's setup (not retried)
         └── WorkerLost                        the worker running the attempt died
 
 An ``InfrastructureError`` is never shown to a user as a crash: it is recorded on the attempt as
 ``HARNESS_FAILURE`` with ``reason`` (a short code) and ``str(exc)`` (the human text), and the attempt
-is retried a bounded number of times.
+is retried a bounded number of times (except where a retry cannot help: ``harness.dispatch.NOT_RETRIED``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ __all__ = [
     "HostKeyMismatch",
     "HostLost",
     "AgentNotStarted",
+    "AgentMissing",
+    "AgentUnsuited",
     "WorkerLost",
 ]
 
@@ -144,6 +148,13 @@ class AgentMissing(InfrastructureError):
     by itself; ``fleet hosts check`` reports it."""
 
     reason = "agent_missing"
+
+
+class AgentUnsuited(InfrastructureError):
+    """The agent cannot run with this host's setup (e.g. Hermes with a model context under its minimum).
+    Not retried: nothing changes until the inventory does."""
+
+    reason = "agent_unsuited"
 
 
 class WorkerLost(InfrastructureError):

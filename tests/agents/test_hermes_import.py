@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.catalog import load_open_item
-from harness.errors import AgentNotStarted, TranscriptImportError
+from harness.errors import AgentUnsuited, TranscriptImportError
 from harness.importers import grade_folder, import_to_folder
 from harness.importers.chat_session import ChatSession, session_events
 from harness.importers.hermes import endpoint_failure, read_attempt, read_sessions
@@ -176,7 +176,7 @@ def test_the_adapter_config_and_command(tmp_path):
     assert (root / "hermes" / "home" / ".hermes" / "config.yaml").read_text() == "model: {}\n"
     assert not (tmp_path / "pwned").exists() and not (root / "workspace" / "pwned").exists()
     small = host.model_copy(update={"model": host.model.model_copy(update={"context": 32768})})
-    with pytest.raises(AgentNotStarted, match="at least 64000 tokens; the inventory gives 32768"):
+    with pytest.raises(AgentUnsuited, match="at least 64000 tokens; the inventory gives 32768"):
         adapter.argv(small, item, paths)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from harness.catalog import Item
-from harness.errors import AgentNotStarted, TranscriptImportError
+from harness.errors import AgentUnsuited, TranscriptImportError
 from harness.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 
@@ -71,7 +71,7 @@ class HermesAdapter(AgentAdapter):
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
         if host.model.context < MIN_CONTEXT:
             # Hermes would refuse before its first request; that is the host's setup, not the model's answer.
-            raise AgentNotStarted(f"agent {self.name!r}: Hermes needs a model context of at least {MIN_CONTEXT} "
+            raise AgentUnsuited(f"agent {self.name!r}: Hermes needs a model context of at least {MIN_CONTEXT} "
                                   f"tokens; the inventory gives {host.model.context}", host=host.name)
         return ["sh", "-c", ONESHOT_SCRIPT, "sh", paths.prompt_file, f"{paths.root}/{CONFIG}", f"{paths.root}/{FINAL}",
                 self.program(), "--usage-file", f"{paths.root}/{USAGE}"]
