@@ -385,7 +385,8 @@ def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
 @click.argument("path")
 @click.option("--out", "out", default=None, help="Folder for the runs' folders (default: ./imported/<file stem>).")
 def import_(format_name, path, out) -> None:  # type: ignore[no-untyped-def]
-    """Import another agent's recorded sessions (FORMAT: pixel-fleet) as attempt-like folders, one per run,
+    """Import another agent's recorded sessions (FORMAT: pixel-fleet, openclaw-jsonl, openclaw-sqlite, opencode,
+    hermes) as attempt-like folders, one per run,
     grade each (grade.json, grades.jsonl) and print it."""
     from harness.importers import grade_folder, import_to_folder
     from harness.store import write_grade_files

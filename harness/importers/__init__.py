@@ -4,7 +4,7 @@
 ``import_to_folder(src, out_dir) -> list[Path]``: it reads the whole file (bad input raises
 ``TranscriptImportError`` naming the file and the key), then writes one folder per recorded run under
 ``out_dir``, which ``grade_folder`` grades like any attempt (docs/importers.md). A new format is one
-module and one line here; planned: openclaw-jsonl, openclaw-sqlite, opencode, hermes.
+module and one line here.
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ def test_fleet_inventory_has_the_six_hosts() -> None:
         assert host.user == "qual"
         assert host.identity_file == "~/.ssh/fleet_ed25519"
         assert host.slots == 1
-        assert list(host.agents) == ["builtin", "openclaw"]
-        assert host.agents["openclaw"].version_command == ["openclaw", "--version"]
+        assert list(host.agents) == ["builtin", "openclaw", "opencode", "hermes"]
+        assert {a.kind for a in host.agents.values()} == {"builtin", "openclaw", "opencode", "hermes"}
+        assert host.agents["openclaw"].env["PATH"].startswith("/opt/fleet-agents/node_modules/.bin:")
         assert host.host_key.startswith("SHA256:")
     assert inv.hosts["strixy"].port == 2222 and inv.hosts["strixy"].os == "wsl"
     assert inv.hosts["tower1"].port == 22
