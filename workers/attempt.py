@@ -107,6 +107,7 @@ class _Attempt:
                 "python": lines[1],
                 "disk_free_mb": str(int(df[3]) // 1024) if len(df) > 3 and df[3].isdigit() else "",
             }
+        self.adapter.at_home(home.stdout.strip())
         if self.adapter.needs_harness:
             from workers.install import ensure_harness, source_release
 

@@ -30,13 +30,22 @@ command = ["no-such-agent-7f3e", "{{prompt_file}}"]
 kind = "command"
 command = ["sh", "-c", "echo words only, as asked > \\"$1\\"", "sh", "{{answer_file}}"]
 version_command = ["sh", "-c", "echo echo-agent 1.2.3"]
+[hosts.local.agents.homed]
+kind = "command"
+command = ["~/bin/homed-agent", "{{answer_file}}"]
+env = {{ HOMED_DATA = "~/data:/srv/x" }}
 """
 
 
 def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(tmp_path: Path) -> None:
     inv = tmp_path / "inv.toml"
     inv.write_text(INVENTORY.format(workdir=tmp_path / "host", port=free_port()))
-    r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--agents", "ghost,echo", "--json"], tmp_path)
+    # An agent installed under the host user's home: `~` is that home, in the program and in env values.
+    (tmp_path / "home" / "bin").mkdir(parents=True)
+    homed = tmp_path / "home" / "bin" / "homed-agent"
+    homed.write_text('#!/bin/sh\necho "homed: $HOMED_DATA" > "$1"\n')
+    homed.chmod(0o755)
+    r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--agents", "ghost,echo,homed", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     cells = {c["agent"]: c for c in json.loads(r.stdout)["cells"]}
     ghost = cells["ghost"]
@@ -49,8 +58,11 @@ def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(
     echo = json.loads((tmp_path / "runs" / sweep / cells["echo"]["id"] / "attempt-1" / "meta.json").read_text())
     assert echo["agent_version"] == "echo-agent 1.2.3" and echo["agent_command"][0] == "sh"
     assert cells["echo"]["grade"] == "DELIVERED"
+    answer = (tmp_path / "runs" / sweep / cells["homed"]["id"] / "attempt-1" / "answer.txt").read_text()
+    assert answer == f"homed: {tmp_path / 'home'}/data:/srv/x\n" and cells["homed"]["grade"] == "DELIVERED"
 
     check = run_embedded(["hosts", "check", "-i", str(inv), "--json"], tmp_path)
     assert check.returncode == 1
     (host,) = json.loads(check.stdout)
-    assert host["agents"] == {"ghost": "missing: no-such-agent-7f3e not on PATH", "echo": "echo-agent 1.2.3"}
+    assert host["agents"] == {"ghost": "missing: no-such-agent-7f3e not on PATH", "echo": "echo-agent 1.2.3",
+                              "homed": "found"}

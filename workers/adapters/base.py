@@ -53,6 +53,22 @@ class AgentAdapter(ABC):
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
         """The command to start, run with the workspace as its working folder."""
 
+    def at_home(self, home: str) -> None:
+        """Expand a leading ``~`` in the agent's ``program``, ``command[0]`` and each ``env`` value's
+        ``:``-separated parts to the host user's ``home``: an inventory can name an agent installed under each
+        host's own home (``~/.cache/fleet-harness/agents/...``), and no shell ever expands it (the launcher
+        starts argv directly)."""
+
+        def expand(value: str) -> str:
+            return ":".join(home + part[1:] if part == "~" or part.startswith("~/") else part for part in value.split(":"))
+
+        c = self.config
+        self.config = c.model_copy(update={
+            "program": expand(c.program) if c.program else c.program,
+            "command": [expand(c.command[0]), *c.command[1:]] if c.command else c.command,
+            "env": {k: expand(v) for k, v in c.env.items()},
+        })
+
     def program(self) -> str | None:
         """The executable that must exist on the host before the agent can start (a path, or a name looked up
         on the PATH of :meth:`env`); ``None`` when there is nothing to look for. A missing one is a harness
