@@ -58,6 +58,8 @@ _COMMON_LIMITS = [
     "model_response: usage, latency and the model id the endpoint reported are not stored per round "
     "(the run's token totals are in run_end)",
     "tool_result.details.duration_s: not stored (0)",
+    "tool_result.details.cwd of terminal calls: Hermes does not store it; followed from call to call through "
+    "workdir and a leading 'cd DIR' (a later cd in a command is not seen)",
     "run_start: agent_version, harness_commit, context, max_output, timeouts and tools are not stored",
     "run_end.exit_code and duration: not stored (duration_s is the session's start to end)",
     "tool_result.agent_is_error: Hermes stores no error flag; it is the result's own 'error' or 'success: false'",
@@ -185,7 +187,23 @@ def _relative(path: str, workspace: str) -> str:
     return path
 
 
-def _new_call(raw: dict[str, Any], workspace: str) -> SessionCall:
+_LEADING_CD = re.compile(r"^\s*cd\s+(?:--\s+)?(?P<dir>'[^']*'|\"[^\"]*\"|[^\s;&|]+)\s*(?:&&|;|$)")
+
+
+def _next_cwd(cwd: str, command: str | None) -> str:
+    """Hermes' terminal keeps its folder between commands (a ``workdir`` or a ``cd`` sticks). The folder is
+    followed through a leading ``cd DIR``; other changes (a ``cd`` later in a command, ``pushd``) are not
+    seen, which the transcript's limits say."""
+    m = _LEADING_CD.match(command or "")
+    if not m or not cwd:
+        return cwd
+    target = m.group("dir").strip("'\"")
+    if target.startswith(("~", "$")):
+        return cwd
+    return posixpath.normpath(posixpath.join(cwd, target))
+
+
+def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> SessionCall:
     function = raw["function"]
     text = function.get("arguments") if isinstance(function.get("arguments"), str) else json.dumps(function.get("arguments"))
     try:
@@ -199,8 +217,9 @@ def _new_call(raw: dict[str, Any], workspace: str) -> SessionCall:
         command = arguments.get("command")
         call.command = command if isinstance(command, str) else None
         workdir = arguments.get("workdir")
-        if workspace:
-            call.cwd = posixpath.normpath(posixpath.join(workspace, workdir)) if isinstance(workdir, str) else workspace
+        base = cwd or workspace
+        if base:
+            call.cwd = posixpath.normpath(posixpath.join(base, workdir)) if isinstance(workdir, str) else base
     return call
 
 
@@ -208,7 +227,8 @@ def _result(call: SessionCall, content: str, workspace: str) -> None:
     call.finished = True
     call.text = content
     try:
-        data = json.loads(content)
+        # Hermes may append a note after the result's JSON ("\n\n[Tool loop warning: ...]"): read the JSON only.
+        data, _ = json.JSONDecoder().raw_decode(content.lstrip())
     except ValueError:
         data = None
     if not isinstance(data, dict):
@@ -238,6 +258,7 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader
     users: list[str] = []
     open_calls: dict[str, SessionCall] = {}
     last: dict[str, Any] | None = None
+    cwd = workspace  # the terminal's folder, carried from command to command as Hermes does
     for message, where in messages:
         role = message.get("role")
         if role not in _ROLES:
@@ -254,7 +275,9 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader
                                reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
                                finish_reason=message.get("finish_reason") if isinstance(message.get("finish_reason"), str) else None)
             for raw in _tool_calls(message, where, reader):
-                call = _new_call(raw, workspace)
+                call = _new_call(raw, workspace, cwd)
+                if call.shell and call.cwd:
+                    cwd = _next_cwd(call.cwd, call.command)
                 rnd.calls.append(call)
                 open_calls[call.call_id] = call
             rounds.append(rnd)
@@ -270,12 +293,21 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader
 # How the run ended
 
 
-def endpoint_failure(final_output: str) -> tuple[str, str] | None:
-    """(reason, message) when Hermes' final output says the model endpoint failed after its retries."""
-    match = _ENDPOINT_FAILED.match(final_output.strip())
-    if not match:
+_HTTP_ERROR = re.compile(r"^(?:HTTP |Error code:? ?)?[45]\d\d\b")
+
+
+def endpoint_failure(final_output: str, run_failed: bool = False) -> tuple[str, str] | None:
+    """(reason, message) when Hermes' final output says the model endpoint failed: after its retries ("API call
+    failed after N retries: ..."), or at once on an HTTP error it does not retry (a 4xx: Hermes prints only
+    "HTTP 404: ..." and exits 0; ``run_failed`` is its run report's ``failed`` flag, which then says so)."""
+    text = final_output.strip()
+    match = _ENDPOINT_FAILED.match(text)
+    if match:
+        why = match.group("why").strip()
+    elif run_failed and _HTTP_ERROR.match(text):
+        why = text
+    else:
         return None
-    why = match.group("why").strip()
     status = re.search(r"\b(?:HTTP |status(?: code)?:? ?|Error code: )([45]\d\d)\b", why, re.I)
     if status:
         reason = f"model_http_{status.group(1)}"
@@ -390,7 +422,7 @@ def read_attempt(files: Mapping[str, bytes], db_name: str, final_output: bytes |
         session.limits.append(f"the run went on in session(s) {', '.join(later)} (context compression): "
                               "their messages are not in this transcript")
     output = (final_output or b"").decode("utf-8", "replace")
-    failed = endpoint_failure(output)
+    failed = endpoint_failure(output, report.get("failed") is True)
     if failed is not None and report.get("completed") is not True:
         session.outcome, session.reason, session.message = "infrastructure", failed[0], failed[1]
     elif session.outcome is None and report.get("failed") is True:

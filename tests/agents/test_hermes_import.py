@@ -134,6 +134,24 @@ def test_the_endpoint_down_run_is_the_fleets_failure(tmp_path):
     assert adapter.normalize({}) is None
 
 
+def test_an_http_error_hermes_does_not_retry_is_the_fleets_failure_too(tmp_path):
+    """A 4xx (here 404, model not found; a real run of item 30 against a script answering 404): Hermes stops at
+    once, prints only "HTTP 404: ...", exits 0 and marks its run report failed. Not the model's answer."""
+    db = _db(tmp_path, "endpoint-404")
+    final = (DATA / "endpoint-404.final.txt").read_bytes()
+    usage = (DATA / "endpoint-404.usage.json").read_bytes()
+    assert final == b"HTTP 404: model scripted-model not found\n" and json.loads(usage)["failed"] is True
+    collected = {DB: db.read_bytes(), FINAL: final, USAGE: usage}
+    adapter = _adapter()
+    assert adapter.infrastructure_failure(0, collected) == (
+        "the model endpoint failed: model_http_404: HTTP 404: model scripted-model not found")
+    (tmp_path / "t.jsonl").write_bytes(adapter.normalize(collected))
+    end = read_transcript(tmp_path / "t.jsonl")[-1]
+    assert (end.outcome, end.reason) == ("infrastructure", "model_http_404")
+    # Without the failed flag, the same words are an answer like any other.
+    assert endpoint_failure("HTTP 404: model scripted-model not found") is None
+
+
 @pytest.mark.parametrize("output, reason", [
     ("API call failed after 3 retries: Connection error.", "model_connection"),
     ("API call failed after 3 retries: HTTP 500: the GPU fell over", "model_http_500"),
@@ -245,3 +263,27 @@ def test_a_corrupt_session_store(tmp_path):
                        capture_output=True, text=True)
     assert (r.returncode, r.stderr.strip()) == (2, f"fleet: error: {other}: table sessions: missing: this is not a "
                                                    "Hermes session store")
+
+
+def test_a_tool_result_with_hermes_loop_warning_after_its_json_is_still_read():
+    from harness.importers.chat_session import SessionCall
+    from harness.importers.hermes import _result
+
+    call = SessionCall(call_id="c1", name="terminal", arguments={"command": "cat access.log"}, arguments_text="{}",
+                       arguments_error=None, shell=True, finished=False)
+    _result(call, '{"output": "cat: access.log: No such file or directory", "exit_code": 1, "error": null}'
+            "\n\n[Tool loop warning: the same command failed 3 times]", "/w")
+    assert (call.exit_code, call.output) == (1, "cat: access.log: No such file or directory")
+
+
+@pytest.mark.parametrize("cwd, command, after", [
+    ("/w", "cd Playground/app && python3 -m unittest", "/w/Playground/app"),
+    ("/w/Playground/app", "cd .. ; ls", "/w/Playground"),
+    ("/w", "cd 'my dir'", "/w/my dir"),
+    ("/w", "ls && cd elsewhere", "/w"),       # a cd later in the command is not followed (documented limit)
+    ("/w", "cd ~/x", "/w"),
+])
+def test_the_terminal_folder_follows_a_leading_cd(cwd, command, after):
+    from harness.importers.hermes import _next_cwd
+
+    assert _next_cwd(cwd, command) == after

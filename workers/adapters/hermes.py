@@ -128,7 +128,12 @@ class HermesAdapter(AgentAdapter):
         """The final output says the model endpoint failed after Hermes' retries (the store has no trace of it)."""
         from harness.importers.hermes import endpoint_failure
 
-        failed = endpoint_failure((files.get(FINAL) or b"").decode("utf-8", "replace"))
+        try:
+            report = json.loads(files.get(USAGE) or b"{}")
+        except ValueError:
+            report = {}
+        run_failed = isinstance(report, dict) and report.get("failed") is True
+        failed = endpoint_failure((files.get(FINAL) or b"").decode("utf-8", "replace"), run_failed)
         if failed is None:
             return None
         try:
