@@ -97,6 +97,9 @@ def ensure_harness(t: Transport, host: Host, release: Release | None = None, tim
             raise AgentNotStarted(f"another install of the harness holds {lock}; remove it if stale", host=host.name)
         time.sleep(1.0)
     try:
+        # Whoever held the lock before us may have just finished: its venv is in use, never replace it.
+        if t.shell(f"test -f {_q(root)}/.ready", timeout=30).ok:
+            return python
         t.shell(f"rm -rf {_q(root)} && mkdir -p {_q(root)}/src", timeout=60)
         t.put(f"{root}/src.tar.gz", release.archive)
         reqs = " ".join(_q(r) for r in HOST_REQUIREMENTS)
