@@ -223,6 +223,9 @@ class _Attempt:
                 r = self.t.shell(f"cd {_q(folder)} && " + " ".join(_q(a) for a in argv), timeout=limit + 60)
                 res = parse_junit(self._get(junit) or b"", check.name, time.monotonic() - started,
                                   timed_out=timed_out_exit(r.exit_code), timeout_s=limit)
+                if res.status == "error" and not timed_out_exit(r.exit_code) and r.tail():
+                    # No report: what pytest (or the shell) said is the only clue to why.
+                    res = res.model_copy(update={"summary": f"{res.summary} -- pytest said: {r.tail(600)}"})
             else:
                 self.t.put(f"{folder}/spec.json", json.dumps(check.spec).encode())
                 r = self.t.shell(
