@@ -216,6 +216,9 @@ def session_events(session: ChatSession) -> list[Event]:
         events.append(StopEvent(round=len(session.rounds), rule="tool_policy", reason=last.refused,
                                 text=f"the agent's permission policy refused {last.name} and ended the run",
                                 call_id=last.call_id))
+    if session.outcome == "stopped" and session.reason == "output_limit":
+        events.append(StopEvent(round=len(session.rounds), rule="output_limit", reason="output_limit",
+                                text=session.message or "the reply was cut at the model's output limit"))
     if session.outcome is not None:
         events.append(RunEnd(
             outcome=session.outcome, reason=session.reason, message=session.message, exit_code=None,

@@ -460,6 +460,10 @@ def _ending(source: _Source, rounds: list[SessionRound]) -> tuple[RunOutcome | N
                                                for info in assistant[-1:])
     if unfinished or last.finish_reason in (None, "tool_calls") or not completed:
         return "interrupted", "ended_mid_round", "the session ends before the model's last reply was complete"
+    if last.finish_reason == "length":
+        # A text-only reply cut at the output limit ends `opencode run` with exit 0 and no error: the owner got
+        # a cut answer, which is not a completed run.
+        return "stopped", "output_limit", "the last reply was cut at the model's output limit"
     return "completed", None, None
 
 

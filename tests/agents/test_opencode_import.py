@@ -226,3 +226,17 @@ def test_other_bad_files(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "import", "opencode", str(empty)], cwd=REPO,
                        capture_output=True, text=True)
     assert (r.returncode, r.stderr.strip()) == (2, f"fleet: error: {empty}: empty file")
+
+
+def test_a_final_answer_cut_at_the_output_limit_is_a_stop_not_a_completed_run(tmp_path):
+    """`opencode run` exits 0 with no error when a text-only reply is cut at the limit; the stream's last step
+    finishing with reason "length" is all that says so (the real words-only stream, its last finish changed)."""
+    real = (DATA / "explain-only.jsonl").read_text()
+    assert real.count('"reason":"stop"') == 1
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(real.replace('"reason":"stop"', '"reason":"length"'))
+    events = session_events(_one(cut))
+    (stop,) = [e for e in events if e.event == "stop"]
+    assert (stop.rule, stop.reason) == ("output_limit", "output_limit")
+    assert (events[-1].outcome, events[-1].reason) == ("stopped", "output_limit")
+    assert [e for e in session_events(_one(DATA / "explain-only.jsonl")) if e.event == "stop"] == []
