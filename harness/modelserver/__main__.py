@@ -15,14 +15,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness.modelserver",
         description="An OpenAI-compatible model server that answers from a script (see docs/scripted-model.md).",
     )
-    parser.add_argument("--script", required=True, help="the script, a .toml or .json file")
+    parser.add_argument("--script", required=True, action="append",
+                        help="a script (.toml or .json), a folder of scripts or a glob; repeat for a set")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
     parser.add_argument("--model-id", default=None, help="model id to report (default: the script's)")
     parser.add_argument("--log", default=None, help="append every request and its answer to this JSONL file")
     args = parser.parse_args(argv)
     try:
-        serve(args.script, args.host, args.port, args.model_id, log_path=args.log)
+        serve(args.script if len(args.script) > 1 else args.script[0], args.host, args.port, args.model_id,
+              log_path=args.log)
     except ScriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -36,3 +36,21 @@ def npm_bin(cache: Path) -> Path:
     """``node_modules/.bin`` of the cache's npm install: ``node`` (24), ``openclaw``, ``opencode``. Put it first
     on PATH: OpenClaw refuses an older node."""
     return cache / "npm" / "node_modules" / ".bin"
+
+
+def node_env(cache: Path) -> str:
+    """The TOML ``env`` line that puts Node.js 24 and the npm agents first on an agent's PATH."""
+    return f'env = {{ PATH = "{npm_bin(cache)}:/usr/local/bin:/usr/bin:/bin" }}'
+
+
+def ssh_agents_inventory(path: Path, host, keys, url: str, agents: dict[str, str], *, context: int = 32768,
+                         slots: int = 1) -> Path:
+    """An inventory of one SSH test host whose model is the scripted server at ``url`` (output limit 2048 tokens)
+    with ``agents``: name -> the body of its TOML table (``kind = ...``, ``program = ...``, ``env = ...``)."""
+    from tests.integration.conftest import write_inventory
+
+    block = host.toml(keys[0], slots=slots).replace("http://127.0.0.1:9/v1", url)
+    block = block.replace("max_output = 8192", "max_output = 2048").replace("context = 32768", f"context = {context}")
+    block = block.split(f"[hosts.{host.name}.agents.cmd]")[0]
+    block += "".join(f"[hosts.{host.name}.agents.{name}]\n{body}\n" for name, body in agents.items())
+    return write_inventory(path, [block])

@@ -6,13 +6,11 @@ builtin agent's model.toml), every cell is graded, and the table and the report 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from harness.modelserver import ScriptedModelServer
-from tests.agents.conftest import npm_bin
-from tests.integration.conftest import write_inventory
+from tests.agents.conftest import node_env, ssh_agents_inventory
 from tests.integration.fleetkit import REPO, run_fleet
 
 pytestmark = pytest.mark.integration
@@ -20,19 +18,6 @@ pytestmark = pytest.mark.integration
 OPEN = REPO / "prompts" / "open"
 ITEMS = ("07-photo-renamer", "12-explain-only")
 AGENTS = ("builtin", "openclaw", "opencode", "hermes")
-
-
-def _inventory(tmp_path: Path, host, client_key, url: str, cache: Path) -> Path:
-    # Hermes refuses a context under 64K, so the host's model has 65536 for every agent alike.
-    block = host.toml(client_key[0], slots=2).replace("http://127.0.0.1:9/v1", url)
-    block = block.replace("max_output = 8192", "max_output = 2048").replace("context = 32768", "context = 65536")
-    block = block.split(f"[hosts.{host.name}.agents.cmd]")[0]
-    path = f"{npm_bin(cache)}:/usr/local/bin:/usr/bin:/bin"
-    block += (f'[hosts.{host.name}.agents.builtin]\nkind = "builtin"\n'
-              f'[hosts.{host.name}.agents.openclaw]\nkind = "openclaw"\nenv = {{ PATH = "{path}" }}\n'
-              f'[hosts.{host.name}.agents.opencode]\nkind = "opencode"\nenv = {{ PATH = "{path}" }}\n'
-              f'[hosts.{host.name}.agents.hermes]\nkind = "hermes"\nprogram = "{cache / "hermes" / "bin" / "hermes"}"\n')
-    return write_inventory(tmp_path / "inv.toml", [block])
 
 
 def test_four_agents_on_one_host_model_and_items(tmp_path, agents_cache, ssh_hosts, client_key, redis_server,
@@ -43,7 +28,11 @@ def test_four_agents_on_one_host_model_and_items(tmp_path, agents_cache, ssh_hos
     scripts += [str(OPEN / item / "model.toml") for item in ITEMS]
     with ScriptedModelServer(scripts=scripts, model_id="scripted-model", context_size=65536,
                              max_output_tokens=2048) as server:
-        inv = _inventory(tmp_path, host, client_key, server.url, agents_cache)
+        # Hermes refuses a context under 64K, so the host's model has 65536 for every agent alike.
+        inv = ssh_agents_inventory(tmp_path / "inv.toml", host, client_key, server.url, {
+            "builtin": 'kind = "builtin"', "openclaw": f'kind = "openclaw"\n{node_env(agents_cache)}',
+            "opencode": f'kind = "opencode"\n{node_env(agents_cache)}',
+            "hermes": f'kind = "hermes"\nprogram = "{agents_cache / "hermes" / "bin" / "hermes"}"'}, context=65536, slots=2)
         workers(["delta"], inv)
         runs = tmp_path / "runs"
         r = run_fleet(["sweep", "-i", str(inv), "--items", "07,12", "--agents", ",".join(AGENTS), "--json",

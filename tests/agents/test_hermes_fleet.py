@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from harness.modelserver import ScriptedModelServer
 from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
-from tests.integration.conftest import write_inventory
+from tests.agents.conftest import ssh_agents_inventory
 from workers.adapters.hermes import ONESHOT_SCRIPT
 from tests.integration.fleetkit import REPO, run_fleet
 
@@ -24,16 +23,6 @@ pytestmark = pytest.mark.integration
 OPEN = REPO / "prompts" / "open"
 SCRIPTS = [OPEN / "07-photo-renamer" / "models" / "hermes.toml", OPEN / "12-explain-only" / "models" / "hermes.toml"]
 DB = "hermes/home/.hermes/state.db"
-
-
-def _inventory(tmp_path: Path, host, client_key, url: str, program: Path) -> Path:
-    # Hermes refuses a model context under 64K: this host's model has 65536.
-    block = host.toml(client_key[0]).replace("http://127.0.0.1:9/v1", url).replace("max_output = 8192",
-                                                                                  "max_output = 2048")
-    block = block.replace("context = 32768", "context = 65536").split(f"[hosts.{host.name}.agents.cmd]")[0]
-    block += (f'[hosts.{host.name}.agents.hermes]\nkind = "hermes"\nprogram = "{program}"\n'
-              f'[hosts.{host.name}.agents.ghostmes]\nkind = "hermes"\nprogram = "/nonexistent/bin/hermes"\n')
-    return write_inventory(tmp_path / "inv.toml", [block])
 
 
 def _script_text(item: str) -> str:
@@ -46,7 +35,10 @@ def test_hermes_on_an_ssh_host_through_a_sweep(tmp_path, agents_cache, ssh_hosts
     started = time.monotonic()
     with ScriptedModelServer([str(s) for s in SCRIPTS], model_id="scripted-model", context_size=65536,
                              max_output_tokens=2048) as server:
-        inv = _inventory(tmp_path, host, client_key, server.url, agents_cache / "hermes" / "bin" / "hermes")
+        # Hermes refuses a model context under 64K: this host's model has 65536.
+        inv = ssh_agents_inventory(tmp_path / "inv.toml", host, client_key, server.url, {
+            "hermes": f'kind = "hermes"\nprogram = "{agents_cache / "hermes" / "bin" / "hermes"}"',
+            "ghostmes": 'kind = "hermes"\nprogram = "/nonexistent/bin/hermes"'}, context=65536)
         workers(["delta"], inv)
         runs = tmp_path / "runs"
         r = run_fleet(["sweep", "-i", str(inv), "--items", "07,12", "--agents", "hermes,ghostmes", "--repeat", "2",

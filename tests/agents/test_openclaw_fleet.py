@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from harness.modelserver import ScriptedModelServer
 from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
-from tests.agents.conftest import npm_bin
-from tests.integration.conftest import write_inventory
+from tests.agents.conftest import node_env, ssh_agents_inventory
 from tests.integration.fleetkit import REPO, run_fleet
 
 pytestmark = pytest.mark.integration
@@ -27,17 +25,8 @@ ITEMS = ("07-photo-renamer", "12-explain-only")
 # As the coordinator serves an item set: every agent's script, then the builtin agent's model.toml.
 SCRIPTS = [f for item in ITEMS for f in sorted((OPEN / item / "models").glob("*.toml"))] + \
     [OPEN / item / "model.toml" for item in ITEMS]
+GHOST = 'kind = "openclaw"\nprogram = "/nonexistent/bin/openclaw"'
 STATE_DB = "openclaw-state/agents/main/agent/openclaw-agent.sqlite"
-
-
-def _inventory(tmp_path: Path, host, client_key, url: str, bin_dir: Path) -> Path:
-    block = host.toml(client_key[0]).replace("http://127.0.0.1:9/v1", url).replace("max_output = 8192",
-                                                                                  "max_output = 2048")
-    block = block.split(f"[hosts.{host.name}.agents.cmd]")[0]
-    path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
-    block += (f'[hosts.{host.name}.agents.openclaw]\nkind = "openclaw"\nenv = {{ PATH = "{path}" }}\n'
-              f'[hosts.{host.name}.agents.ghostclaw]\nkind = "openclaw"\nprogram = "/nonexistent/bin/openclaw"\n')
-    return write_inventory(tmp_path / "inv.toml", [block])
 
 
 def _script_text(item: str) -> str:
@@ -51,7 +40,8 @@ def test_openclaw_on_an_ssh_host_through_a_sweep(tmp_path, agents_cache, ssh_hos
     started = time.monotonic()
     with ScriptedModelServer(scripts=[str(s) for s in SCRIPTS], model_id="scripted-model", context_size=32768,
                              max_output_tokens=2048) as server:
-        inv = _inventory(tmp_path, host, client_key, server.url, npm_bin(agents_cache))
+        inv = ssh_agents_inventory(tmp_path / "inv.toml", host, client_key, server.url, {
+            "openclaw": f'kind = "openclaw"\n{node_env(agents_cache)}', "ghostclaw": GHOST})
         workers(["delta"], inv)
         runs = tmp_path / "runs"
         r = run_fleet(["sweep", "-i", str(inv), "--items", "07,12", "--agents", "openclaw,ghostclaw", "--json",
@@ -134,7 +124,8 @@ def test_a_failing_endpoint_is_a_harness_failure_retried(tmp_path, agents_cache,
     script.write_text('schema_version = 1\n[fallback]\nhttp_status = 404\n'
                       'error_body = \'{"error": {"message": "model scripted-model not found", "type": "not_found"}}\'\n')
     with ScriptedModelServer(script) as server:
-        inv = _inventory(tmp_path, host, client_key, server.url, npm_bin(agents_cache))
+        inv = ssh_agents_inventory(tmp_path / "inv.toml", host, client_key, server.url, {
+            "openclaw": f'kind = "openclaw"\n{node_env(agents_cache)}', "ghostclaw": GHOST})
         workers(["delta"], inv)
         runs = tmp_path / "runs"
         r = run_fleet(["sweep", "-i", str(inv), "--items", "12", "--agents", "openclaw", "--json", "--runs",

@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from harness.modelserver import ScriptedModelServer
 from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
-from tests.agents.conftest import npm_bin
-from tests.integration.conftest import write_inventory
+from tests.agents.conftest import node_env, ssh_agents_inventory
 from tests.integration.fleetkit import REPO, run_fleet
 
 pytestmark = pytest.mark.integration
@@ -25,16 +23,6 @@ pytestmark = pytest.mark.integration
 OPEN = REPO / "prompts" / "open"
 SCRIPTS = [OPEN / "07-photo-renamer" / "models" / "opencode.toml", OPEN / "12-explain-only" / "models" / "opencode.toml"]
 DB = "opencode/data/opencode/opencode.db"
-
-
-def _inventory(tmp_path: Path, host, client_key, url: str, bin_dir: Path) -> Path:
-    block = host.toml(client_key[0]).replace("http://127.0.0.1:9/v1", url).replace("max_output = 8192",
-                                                                                  "max_output = 2048")
-    block = block.split(f"[hosts.{host.name}.agents.cmd]")[0]
-    path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
-    block += (f'[hosts.{host.name}.agents.opencode]\nkind = "opencode"\nenv = {{ PATH = "{path}" }}\n'
-              f'[hosts.{host.name}.agents.ghostcode]\nkind = "opencode"\nprogram = "/nonexistent/bin/opencode"\n')
-    return write_inventory(tmp_path / "inv.toml", [block])
 
 
 def _script_text(item: str) -> str:
@@ -47,7 +35,9 @@ def test_opencode_on_an_ssh_host_through_a_sweep(tmp_path, agents_cache, ssh_hos
     started = time.monotonic()
     with ScriptedModelServer([str(s) for s in SCRIPTS], model_id="scripted-model", context_size=32768,
                              max_output_tokens=2048) as server:
-        inv = _inventory(tmp_path, host, client_key, server.url, npm_bin(agents_cache))
+        inv = ssh_agents_inventory(tmp_path / "inv.toml", host, client_key, server.url, {
+            "opencode": f'kind = "opencode"\n{node_env(agents_cache)}',
+            "ghostcode": 'kind = "opencode"\nprogram = "/nonexistent/bin/opencode"'})
         workers(["delta"], inv)
         runs = tmp_path / "runs"
         r = run_fleet(["sweep", "-i", str(inv), "--items", "07,12", "--agents", "opencode,ghostcode", "--repeat", "2",

@@ -382,3 +382,22 @@ def test_module_runs_in_the_foreground_and_stops_on_sigterm(http: httpx.Client, 
     )
     assert failed.returncode == 2
     assert failed.stderr == f"error: {bad}: turns[0].txt: unknown key\n"
+
+
+def test_module_serves_every_script_given_as_a_set(http: httpx.Client, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.toml").write_text(
+            f'schema_version = 1\n[select]\nfirst_user_contains = "item-{name}"\n[[turns]]\ntext = "script {name}"\n')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.modelserver", "--script", str(tmp_path / "a.toml"), "--script",
+         str(tmp_path / "b.toml")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = process.stdout.readline().strip().removeprefix("listening on ")
+        for name in ("a", "b"):
+            body = {"model": "m", "messages": [{"role": "user", "content": f"do item-{name}"}]}
+            reply = http.post(f"{url}/chat/completions", json=body).json()
+            assert reply["choices"][0]["message"]["content"] == f"script {name}"
+    finally:
+        process.kill()
+        process.wait()
