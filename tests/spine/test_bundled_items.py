@@ -153,3 +153,118 @@ def test_partial_demo_breaks_division_by_zero() -> None:
     edits = [c.arguments for step in script_of("18-calculator-fix").turns for c in step.tool_calls if c.name == "edit"]
     assert len(edits) == 1 and "return a / b" in edits[0]["new_text"] and "return 0" in edits[0]["new_text"]
     assert "def test_divide_by_zero_still_raises" in (OPEN / "18-calculator-fix/checks/test_calculator.py").read_text()
+
+
+# -- the other agents' demo scripts (models/<kind>.toml; docs/agents-<kind>.md) --------------------------------
+# Each agent's tools as a real run offers them (the request logs of real runs), with the arguments each takes:
+# (required, allowed); None: not checked.
+
+HERMES_SYSTEM = ("You are Hermes Agent, an intelligent AI assistant created by Nous Research. You are helpful, "
+                 "knowledgeable, and direct.")
+HERMES_TOOLS = {n: (set(), None) for n in
+                ["write_file", "patch", "read_file", "search_files", "terminal", "process", "todo", "memory"]}
+OPENCLAW_SYSTEM = "You are a personal assistant running inside OpenClaw."
+OPENCLAW_TOOLS = {
+    "write": ({"path", "content"}, {"path", "content"}),
+    "edit": ({"path", "edits"}, {"path", "edits"}),
+    "read": ({"path"}, {"path", "offset", "limit", "cursor", "optional"}),
+    "exec": ({"command"}, {"command", "workdir", "title", "env", "yieldMs", "background", "timeoutSeconds", "pty"}),
+    "ls": (set(), {"path", "limit", "after"}),
+    "apply_patch": (set(), None), "process": (set(), None), "sessions_yield": (set(), None),
+    "tool_call": (set(), None), "tool_describe": (set(), None), "tool_search": (set(), None),
+}
+OPENCODE_SYSTEM = "You are opencode, an interactive CLI tool"
+OPENCODE_TOOLS = {
+    "write": ({"filePath", "content"}, {"filePath", "content"}),
+    "edit": ({"filePath", "oldString", "newString"}, {"filePath", "oldString", "newString", "replaceAll"}),
+    "read": ({"filePath"}, {"filePath", "offset", "limit"}),
+    "bash": ({"command"}, {"command", "timeout", "workdir"}),
+    "glob": ({"pattern"}, {"pattern", "path"}),
+    "grep": ({"pattern"}, {"pattern", "path", "include"}),
+    "skill": ({"name"}, {"name"}),
+    "task": (set(), None), "todowrite": (set(), None), "webfetch": (set(), None),
+}
+
+
+def _request(system: str, user: str, tools: dict) -> dict:
+    return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "tools": [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in sorted(tools)]}
+
+
+def hermes_request(prompt: str) -> dict:
+    """Hermes starts a run with its system prompt (naming its folder) and tools, then the owner's prompt."""
+    return _request(f"{HERMES_SYSTEM}\n\nCurrent working directory: /w/workspace", prompt, HERMES_TOOLS)
+
+
+def openclaw_request(prompt: str) -> dict:
+    """OpenClaw: its system prompt and tools, then the owner's prompt between a timestamp and its runtime line."""
+    system = f"<!-- openclaw:attempt:STABLE -->\n{OPENCLAW_SYSTEM}\n## Tooling\nTools policy-filtered."
+    user = f"[Mon 2026-11-30 06:31 UTC] {prompt}\n\n\nRuntime: agent=main | session=agent:main:explicit:x | shell=bash"
+    return _request(system, user, OPENCLAW_TOOLS)
+
+
+def opencode_request(prompt: str) -> dict:
+    """`opencode run`: its system prompt (naming the attempt's folder) and tools, then the owner's prompt."""
+    system = (f"{OPENCODE_SYSTEM} that helps users with software engineering tasks. Use the instructions below "
+              "and the tools available to you to assist the user.\n<env>\n  Working directory: /w/workspace\n</env>")
+    return _request(system, prompt, OPENCODE_TOOLS)
+
+
+# kind -> (system text its scripts select on, a first request, its tools, the HTTP status 30's endpoint gives:
+# one the agent gives up on at once; OpenClaw and OpenCode retry a 5xx for a minute or more, Hermes for seconds)
+AGENTS = {
+    "hermes": (HERMES_SYSTEM.split(" created by")[0], hermes_request, HERMES_TOOLS, 503),
+    "openclaw": (OPENCLAW_SYSTEM, openclaw_request, OPENCLAW_TOOLS, 404),
+    "opencode": (OPENCODE_SYSTEM, opencode_request, OPENCODE_TOOLS, 404),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(AGENTS))
+def test_every_open_item_has_a_script_for_each_agents_own_conversations(kind: str) -> None:
+    """Every bundled open prompt has models/<kind>.toml. It loads; in the set the coordinator serves (each item's
+    models/*.toml, then the items' model.toml) that agent's conversation of the item is played by it, and it plays
+    no other: not the builtin agent's of that item, not that agent's of another item. It selects by the same
+    prompt text as the item's model.toml, calls only the agent's tools with the arguments they take, and its
+    replies fit the embedded default's output limit, except a step meant to be cut there (15's)."""
+    system, request, tools, endpoint_status = AGENTS[kind]
+    missing = [i for i in IDS if not (OPEN / i / "models" / f"{kind}.toml").is_file()]
+    assert not missing, f"no models/{kind}.toml: {missing}"
+    scripts = {i: load_script(OPEN / i / "models" / f"{kind}.toml") for i in IDS}
+    served = {str(p): load_script(p) for i in IDS for p in sorted((OPEN / i / "models").glob("*.toml"))}
+    served |= {str(OPEN / i / "model.toml"): script_of(i) for i in IDS}
+    players = ScriptSet(served)
+    inventory = load_inventory().hosts["local"]
+    limit = inventory.model.max_output
+    prompts = {item.id: render(item.prompt, draw_values(item.vars, 20261130)) for item in ITEMS}
+    for item_id, script in scripts.items():
+        name = f"{item_id}/models/{kind}.toml"
+        assert script.select is not None and script.select.system_contains == system, name
+        assert script.select.first_user_contains == script_of(item_id).select.first_user_contains, \
+            f"{name}: select by the same prompt text as {item_id}/model.toml"
+        assert players.select(request(prompts[item_id])) == str(OPEN / item_id / "models" / f"{kind}.toml")
+        assert players.select(first_request(prompts[item_id])) == str(OPEN / item_id / "model.toml"), \
+            f"the builtin agent's conversation of {item_id} is not played by its model.toml"
+        one = ScriptSet({"one": script})
+        assert one.select(first_request(prompts[item_id])) is None, f"{name} selects the builtin agent"
+        others = [i for i, p in prompts.items() if i != item_id and one.select(request(p)) == "one"]
+        assert not others, f"{name} also selects {kind}'s conversation of {others}"
+        for key, step in script.steps():
+            for call in step.tool_calls:
+                assert call.name in tools, f"{name} {key}: {kind} has no tool {call.name!r}"
+                required, allowed = tools[call.name]
+                args = call.arguments if isinstance(call.arguments, dict) else json.loads(call.arguments)
+                assert required <= set(args) and (allowed is None or set(args) <= allowed), \
+                    f"{name} {key}: {call.name} {sorted(args)} ({kind}'s takes {sorted(allowed or required)})"
+                if kind == "openclaw" and call.name == "edit":
+                    assert all(set(e) == {"oldText", "newText"} for e in args["edits"]), f"{name} {key}: edits"
+            if step.cut_at_output_limit:
+                continue
+            chars = len(step.text or "") + sum(
+                len(c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, ensure_ascii=False))
+                for c in step.tool_calls)
+            assert math.ceil(chars / 4) <= limit, f"{name} {key}: {math.ceil(chars / 4)} tokens > {limit}"
+    assert [i for i, s in scripts.items() if any(st.cut_at_output_limit for _, st in s.steps())] == ["15-forest-page"]
+    assert all(st.http_status == endpoint_status for _, st in scripts["30-roman-numerals"].steps()), \
+        f"30's endpoint fails with an error {kind} gives up on quickly"
+    if kind == "hermes":
+        assert inventory.model.context >= 64_000, "Hermes refuses a model context under 64K"
