@@ -54,3 +54,36 @@ def ssh_agents_inventory(path: Path, host, keys, url: str, agents: dict[str, str
     block = block.split(f"[hosts.{host.name}.agents.cmd]")[0]
     block += "".join(f"[hosts.{host.name}.agents.{name}]\n{body}\n" for name, body in agents.items())
     return write_inventory(path, [block])
+
+
+class DemoSweep:
+    """One embedded-default sweep of every bundled open prompt with one real agent (the demo tests)."""
+
+    def __init__(self, tmp_path: Path, kind: str, agent: str, *, context: int = 32768, slots: int = 1) -> None:
+        import json
+        import time
+
+        from tests.integration.fleetkit import free_port, run_embedded
+
+        inventory = tmp_path / f"{kind}-demo.toml"
+        inventory.write_text(
+            f'schema_version = 1\n[hosts.local]\ntransport = "local"\nos = "linux"\nworkdir = "{tmp_path / "host"}"\n'
+            f'slots = {slots}\n[hosts.local.model]\nbase_url = "http://127.0.0.1:{free_port()}/v1"\n'
+            f'id = "scripted-model"\ncontext = {context}\nmax_output = 2048\nscripted = true\n'
+            f'[hosts.local.agents.{kind}]\n{agent}\n')
+        started = time.monotonic()
+        r = run_embedded(["sweep", "-i", str(inventory), "--agents", kind, "--json"], tmp_path, timeout=1200)
+        self.elapsed = time.monotonic() - started
+        assert r.returncode == 0, r.stderr[-3000:]
+        self.summary = json.loads(r.stdout)
+        self.dir = tmp_path / "runs" / self.summary["sweep"]
+        self.record = json.loads((self.dir / "sweep.json").read_text())
+        assert self.record["status"] == "finished"
+        self.cells = {c["item"]: c for c in self.summary["cells"]}
+        assert sorted(self.cells) == sorted(p.name for p in (REPO / "prompts" / "open").iterdir() if p.is_dir())
+        assert {c["agent"] for c in self.cells.values()} == {kind}
+        self.grades = {item: json.loads((self.folder(item, c["attempts"]) / "grade.json").read_text())
+                       for item, c in self.cells.items()}
+
+    def folder(self, item: str, attempt: int = 1) -> Path:
+        return self.dir / self.cells[item]["id"] / f"attempt-{attempt}"

@@ -7,14 +7,13 @@ gets there differently (it has no guard, it continues a cut reply its own way), 
 from __future__ import annotations
 
 import json
-import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from harness.transcript import ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
-from tests.integration.fleetkit import REPO, free_port, run_embedded
+from tests.agents.conftest import DemoSweep
+from tests.integration.fleetkit import REPO
 from tests.integration.test_embedded_default import DEMO_GRADES
 
 pytestmark = pytest.mark.integration
@@ -28,50 +27,16 @@ OPEN = REPO / "prompts" / "open"
 HERMES_GRADES = dict(DEMO_GRADES)
 
 
-def _inventory(tmp_path: Path, port: int, program: Path) -> Path:
-    path = tmp_path / "hermes-demo.toml"
-    path.write_text(f"""schema_version = 1
-
-[hosts.local]
-transport = "local"
-os = "linux"
-workdir = "{tmp_path / 'host'}"
-slots = 1
-
-[hosts.local.model]
-base_url = "http://127.0.0.1:{port}/v1"
-id = "scripted-model"
-context = 65536          # Hermes refuses a model context under 64K
-max_output = 2048
-scripted = true
-
-[hosts.local.agents.hermes]
-kind = "hermes"
-program = "{program}"
-""")
-    return path
-
-
 def _last_text(item: str) -> str:
     return tomllib.loads((OPEN / item / "models" / "hermes.toml").read_text())["turns"][-1]["text"]
 
 
 def test_hermes_demo_sweep_shows_every_grade_for_its_reason(tmp_path, agents_cache):
-    inventory = _inventory(tmp_path, free_port(), agents_cache / "hermes" / "bin" / "hermes")
-    started = time.monotonic()
-    r = run_embedded(["sweep", "-i", str(inventory), "--agents", "hermes", "--json"], tmp_path, timeout=900)
-    elapsed = time.monotonic() - started
-    assert r.returncode == 0, r.stderr[-3000:]
-    summary = json.loads(r.stdout)
-    sweep_dir = tmp_path / "runs" / summary["sweep"]
-    sweep = json.loads((sweep_dir / "sweep.json").read_text())
-    assert sweep["status"] == "finished"
-    cells = {c["item"]: c for c in sweep["cells"]}
-    assert sorted(cells) == sorted(p.name for p in OPEN.iterdir() if p.is_dir()) == sorted(HERMES_GRADES)
-    assert {c["agent"] for c in sweep["cells"]} == {"hermes"}
-
-    def folder(item: str, attempt: int = 1) -> Path:
-        return sweep_dir / cells[item]["id"] / f"attempt-{attempt}"
+    # Hermes refuses a model context under 64K.
+    demo = DemoSweep(tmp_path, "hermes", f'kind = "hermes"\nprogram = "{agents_cache / "hermes" / "bin" / "hermes"}"',
+                     context=65536)
+    cells, folder, elapsed, sweep = demo.cells, demo.folder, demo.elapsed, demo.record
+    assert sorted(cells) == sorted(HERMES_GRADES)
 
     grades = {}
     for item, cell in cells.items():

@@ -7,14 +7,13 @@ script; one sweep shows every grade, each for its reason (docs/agents-opencode.m
 from __future__ import annotations
 
 import json
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.agents.conftest import npm_bin
-from tests.integration.fleetkit import REPO, free_port, run_embedded
+from tests.agents.conftest import DemoSweep, node_env
+from tests.integration.fleetkit import REPO
 from tests.integration.test_embedded_default import DEMO_GRADES
 
 pytestmark = pytest.mark.integration
@@ -33,31 +32,6 @@ OPEN = REPO / "prompts" / "open"
 OPENCODE_GRADES = dict(DEMO_GRADES)
 
 
-def _inventory(tmp_path: Path, port: int, bin_dir: Path) -> Path:
-    path = tmp_path / "opencode-local.toml"
-    path.write_text(f"""\
-schema_version = 1
-
-[hosts.local]
-transport = "local"
-os = "linux"
-workdir = "{tmp_path / 'host'}"
-slots = 1
-
-[hosts.local.model]
-base_url = "http://127.0.0.1:{port}/v1"
-id = "scripted-model"
-context = 32768
-max_output = 2048
-scripted = true
-
-[hosts.local.agents.opencode]
-kind = "opencode"
-env = {{ PATH = "{bin_dir}:/usr/local/bin:/usr/bin:/bin" }}
-""")
-    return path
-
-
 def _script(item: str) -> dict:
     return tomllib.loads((OPEN / item / "models" / "opencode.toml").read_text())
 
@@ -67,26 +41,10 @@ def _events(folder: Path) -> list[dict]:
 
 
 def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
-    home = tmp_path / "home"
-    home.mkdir()
-    inv = _inventory(tmp_path, free_port(), npm_bin(agents_cache))
-    started = time.monotonic()
-    r = run_embedded(["sweep", "-i", str(inv), "--agents", "opencode", "--json"], tmp_path, home, timeout=1200)
-    elapsed = time.monotonic() - started
-    assert r.returncode == 0, r.stderr[-3000:]
-    summary = json.loads(r.stdout)
-    runs = tmp_path / "runs"
-    sweep = json.loads((runs / summary["sweep"] / "sweep.json").read_text())
-    assert sweep["status"] == "finished"
-    cells = {c["item"]: c for c in summary["cells"]}
-    bundled = sorted(p.name for p in OPEN.iterdir() if p.is_dir())
-    assert sorted(cells) == bundled == sorted(OPENCODE_GRADES)
-    assert {c["agent"] for c in cells.values()} == {"opencode"}
-
-    def folder(item: str, attempt: int = 1) -> Path:
-        return runs / summary["sweep"] / cells[item]["id"] / f"attempt-{attempt}"
-
-    grades = {item: json.loads((folder(item, cells[item]["attempts"]) / "grade.json").read_text()) for item in cells}
+    demo = DemoSweep(tmp_path, "opencode", f'kind = "opencode"\n{node_env(agents_cache)}')
+    cells, grades, folder, elapsed, sweep = demo.cells, demo.grades, demo.folder, demo.elapsed, demo.record
+    bundled = sorted(cells)
+    assert bundled == sorted(OPENCODE_GRADES)
     assert {item: g["grade"] for item, g in grades.items()} == OPENCODE_GRADES, \
         {item: (g["grade"], g["reasons"]) for item, g in grades.items()}
 
