@@ -103,7 +103,7 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
                     "reason": last.reason if last else "",
                     "exit_code": last.exit_code if last else None,
                     "grade": last.grade if last else "",
-                    "outcome": label(last)[0],
+                    "label": label(last)[0],  # what the table shows (the receipt's outcome is in grade.json)
                 }
             )
         json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
