@@ -32,9 +32,10 @@ import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from harness.errors import TranscriptImportError
+from harness.importers.reader import Reader
 from harness.importers.chat_session import ChatSession, RunOutcome, SessionCall, SessionRound, write_session_folders
 from harness.transcript import Usage
 
@@ -66,14 +67,6 @@ _COMMON_LIMITS = [
 ]
 
 
-class _Reader:
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def fail(self, where: str, problem: str) -> NoReturn:
-        raise TranscriptImportError(self.file, where, problem)
-
-
 def _text(content: object) -> str:
     """A message's content as text (Hermes stores multimodal content as ``\\x00json:`` + a list of parts)."""
     if isinstance(content, str) and content.startswith(_CONTENT_JSON_PREFIX):
@@ -92,7 +85,7 @@ def _text(content: object) -> str:
 _Message = tuple[dict[str, Any], str]
 
 
-def _store(path: Path, reader: _Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
+def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
     with tempfile.TemporaryDirectory(prefix="fleet-hermes-") as tmp:
         copy = Path(tmp) / "state.db"
         shutil.copyfile(path, copy)
@@ -127,7 +120,7 @@ def _store(path: Path, reader: _Reader) -> list[tuple[dict[str, Any], list[_Mess
             reader.fail("", f"not a readable SQLite session store ({exc})")
 
 
-def _export(text: str, reader: _Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
+def _export(text: str, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
     out = []
     lines = text.splitlines()
     for n, line in enumerate(lines, start=1):
@@ -160,7 +153,7 @@ def _export(text: str, reader: _Reader) -> list[tuple[dict[str, Any], list[_Mess
 # Messages -> rounds
 
 
-def _tool_calls(message: dict[str, Any], where: str, reader: _Reader) -> list[dict[str, Any]]:
+def _tool_calls(message: dict[str, Any], where: str, reader: Reader) -> list[dict[str, Any]]:
     calls = message.get("tool_calls")
     if calls in (None, "", "[]"):
         return []
@@ -251,7 +244,7 @@ def _result(call: SessionCall, content: str, workspace: str) -> None:
             call.bytes = data["bytes_written"]
 
 
-def _rounds(messages: list[_Message], workspace: str, reader: _Reader
+def _rounds(messages: list[_Message], workspace: str, reader: Reader
             ) -> tuple[list[SessionRound], list[str], dict[str, Any] | None]:
     """Rounds, the user messages' texts, and the last message (how the session ends)."""
     rounds: list[SessionRound] = []
@@ -329,7 +322,7 @@ def _ending(rounds: list[SessionRound], last: dict[str, Any] | None) -> tuple[Ru
 
 
 def _session(row: dict[str, Any], messages: list[_Message], raw: bytes, file: str, sha256: str,
-             reader: _Reader) -> ChatSession:
+             reader: Reader) -> ChatSession:
     workspace = row.get("cwd") if isinstance(row.get("cwd"), str) else ""
     rounds, users, last = _rounds(messages, workspace, reader)
     limits = list(_COMMON_LIMITS)
@@ -367,7 +360,7 @@ def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[
     """Every session in ``src`` (a ``state.db`` or a ``hermes sessions export`` JSONL), oldest first.
     ``name`` is how the file is named in errors and ``run_start.imported.file`` (default: the path)."""
     path = Path(src)
-    reader = _Reader(name or str(src))
+    reader = Reader(name or str(src))
     try:
         data = path.read_bytes()
     except FileNotFoundError:

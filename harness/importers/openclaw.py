@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, NoReturn
 
 from harness.errors import TranscriptImportError
+from harness.importers.reader import Reader
 from harness.importers.recorded import RecordedCall, RecordedRun, tool_details, verdict_of
 from harness.transcript import (
     Event,
@@ -115,12 +116,8 @@ def _type_name(value: object) -> str:
     return _KIND_NAMES.get(type(value), type(value).__name__)
 
 
-class _Reader:
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def fail(self, where: str, problem: str) -> NoReturn:
-        _fail(self.file, where, problem)
+class _Reader(Reader):
+    """Reads one session file or store, naming the place of every problem; ``get`` checks a key's type."""
 
     def get(self, obj: dict[str, Any], key: str, kinds: type | tuple[type, ...], where: str, *,
             required: bool = True) -> Any:

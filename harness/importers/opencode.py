@@ -26,9 +26,9 @@ import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from harness.errors import TranscriptImportError
+from harness.importers.reader import Reader
 from harness.importers.chat_session import (
     ChatSession,
     RunOutcome,
@@ -77,14 +77,8 @@ _STREAM_LIMITS = [
 ]
 
 
-class _Reader:
+class _Reader(Reader):
     """Reads one file, naming the file and the row or line in every error."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def fail(self, where: str, problem: str) -> NoReturn:
-        raise TranscriptImportError(self.file, where, problem)
 
     def obj(self, value: object, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):

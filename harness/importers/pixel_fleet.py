@@ -24,11 +24,11 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from harness.errors import TranscriptImportError
 from harness.importers.folder import write_run_folder
 from harness.importers.pixel_guard import classify, plan_guard, receipt_source
+from harness.importers.reader import Reader
 from harness.importers.recorded import RecordedCall, RecordedRun, to_events
 
 __all__ = ["FORMAT", "read_runs", "import_to_folder"]
@@ -90,14 +90,8 @@ def _kind(value: object) -> str:
     return "a number" if isinstance(value, float) else type(value).__name__
 
 
-class _Reader:
+class _Reader(Reader):
     """Reads one file, naming the file and the JSON path in every error."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def fail(self, key: str, problem: str) -> NoReturn:
-        raise TranscriptImportError(self.file, key, problem)
 
     def check(self, obj: dict[str, Any], where: str, allowed: dict[str, Any], required: tuple[str, ...]) -> None:
         """Every key known and of its type; every required key present."""
