@@ -27,7 +27,6 @@ import json
 import os
 import posixpath
 import re
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Mapping
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TranscriptImportError
-from harness.importers.reader import Reader
+from harness.importers.reader import Reader, store_copy
 from harness.importers.chat_session import ChatSession, RunOutcome, SessionCall, SessionRound, write_session_folders
 from harness.transcript import Usage
 
@@ -86,38 +85,29 @@ _Message = tuple[dict[str, Any], str]
 
 
 def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
-    with tempfile.TemporaryDirectory(prefix="fleet-hermes-") as tmp:
-        copy = Path(tmp) / "state.db"
-        shutil.copyfile(path, copy)
-        if Path(f"{path}-wal").is_file():
-            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        try:
-            con = sqlite3.connect(copy)
-            con.row_factory = sqlite3.Row
-            try:
-                tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                for table in ("sessions", "messages"):
-                    if table not in tables:
-                        reader.fail(f"table {table}", "missing: this is not a Hermes session store")
-                columns = {c[1] for c in con.execute("PRAGMA table_info(messages)")}
-                active = " AND active = 1" if "active" in columns else ""
-                out = []
-                for row in con.execute("SELECT * FROM sessions ORDER BY started_at, id"):
-                    session = dict(row)
-                    messages = [(dict(m), f"messages row {m['id']}") for m in con.execute(
-                        f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session["id"],))]
-                    raw = {**session, "messages": [m for m, _ in messages]}
-                    out.append((session, messages, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()))
-                orphan = con.execute("SELECT m.id, m.session_id FROM messages m LEFT JOIN sessions s "
-                                     "ON s.id = m.session_id WHERE s.id IS NULL LIMIT 1").fetchone()
-                if orphan is not None:
-                    reader.fail(f"messages row {orphan['id']}", f"belongs to session {orphan['session_id']}, "
-                                "which is not in the store")
-                return out
-            finally:
-                con.close()
-        except sqlite3.DatabaseError as exc:
-            reader.fail("", f"not a readable SQLite session store ({exc})")
+    try:
+        with store_copy(path, "state.db") as con:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table in ("sessions", "messages"):
+                if table not in tables:
+                    reader.fail(f"table {table}", "missing: this is not a Hermes session store")
+            columns = {c[1] for c in con.execute("PRAGMA table_info(messages)")}
+            active = " AND active = 1" if "active" in columns else ""
+            out = []
+            for row in con.execute("SELECT * FROM sessions ORDER BY started_at, id"):
+                session = dict(row)
+                messages = [(dict(m), f"messages row {m['id']}") for m in con.execute(
+                    f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session["id"],))]
+                raw = {**session, "messages": [m for m, _ in messages]}
+                out.append((session, messages, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()))
+            orphan = con.execute("SELECT m.id, m.session_id FROM messages m LEFT JOIN sessions s "
+                                 "ON s.id = m.session_id WHERE s.id IS NULL LIMIT 1").fetchone()
+            if orphan is not None:
+                reader.fail(f"messages row {orphan['id']}", f"belongs to session {orphan['session_id']}, "
+                            "which is not in the store")
+            return out
+    except sqlite3.DatabaseError as exc:
+        reader.fail("", f"not a readable SQLite session store ({exc})")
 
 
 def _export(text: str, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:

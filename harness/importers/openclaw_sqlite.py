@@ -18,9 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ import zstandard
 from harness.errors import TranscriptImportError
 from harness.importers.folder import write_run_folder
 from harness.importers.openclaw import Entry, SessionSource, read_session
+from harness.importers.reader import store_copy
 from harness.importers.recorded import RecordedRun
 from harness.transcript import Event
 
@@ -141,20 +140,11 @@ def read_database(path: Path, name: str | None = None) -> list[tuple[RecordedRun
         raise TranscriptImportError(name, "", f"cannot read: {exc.strerror or exc}") from None
     if not raw.startswith(b"SQLite format 3\x00"):
         raise TranscriptImportError(name, "", "not an SQLite database")
-    with tempfile.TemporaryDirectory(prefix="fleet-openclaw-") as tmp:
-        copy = Path(tmp) / DATABASE_NAME
-        copy.write_bytes(raw)
-        wal = path.with_name(path.name + "-wal")
-        if wal.is_file():
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        conn = sqlite3.connect(copy)
-        conn.row_factory = sqlite3.Row
-        try:
+    try:
+        with store_copy(path, DATABASE_NAME) as conn:
             sources = _read(conn, name, hashlib.sha256(raw).hexdigest())
-        except sqlite3.DatabaseError as exc:
-            raise TranscriptImportError(name, "", f"cannot read the database: {exc}") from None
-        finally:
-            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise TranscriptImportError(name, "", f"cannot read the database: {exc}") from None
     return [read_session(source, kept) for source, kept in sources]
 
 

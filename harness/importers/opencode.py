@@ -21,14 +21,13 @@ import hashlib
 import json
 import os
 import posixpath
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.importers.reader import Reader
+from harness.importers.reader import Reader, store_copy
 from harness.importers.chat_session import (
     ChatSession,
     RunOutcome,
@@ -119,20 +118,11 @@ class _Source:
 def _sqlite_sessions(path: Path, reader: _Reader) -> list[_Source]:
     """Every session of a session store, in creation order. The database is opened read-only through a
     copy (with its ``-wal`` beside it), so a store still written by a running agent is never touched."""
-    with tempfile.TemporaryDirectory(prefix="fleet-opencode-") as tmp:
-        copy = Path(tmp) / "opencode.db"
-        shutil.copyfile(path, copy)
-        if Path(f"{path}-wal").is_file():
-            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        try:
-            con = sqlite3.connect(copy)
-            con.row_factory = sqlite3.Row
-            try:
-                return _read_tables(con, reader)
-            finally:
-                con.close()
-        except sqlite3.DatabaseError as exc:
-            reader.fail("", f"not a readable SQLite session store ({exc})")
+    try:
+        with store_copy(path, "opencode.db") as con:
+            return _read_tables(con, reader)
+    except sqlite3.DatabaseError as exc:
+        reader.fail("", f"not a readable SQLite session store ({exc})")
 
 
 def _read_tables(con: sqlite3.Connection, reader: _Reader) -> list[_Source]:

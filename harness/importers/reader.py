@@ -3,11 +3,17 @@ the key path, line or row, so the user's error line names the exact place (docs/
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import TranscriptImportError
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "store_copy"]
 
 
 class Reader:
@@ -18,3 +24,22 @@ class Reader:
 
     def fail(self, where: str, problem: str) -> NoReturn:
         raise TranscriptImportError(self.file, where, problem)
+
+
+@contextmanager
+def store_copy(path: Path, name: str = "store.db") -> Iterator[sqlite3.Connection]:
+    """A connection to a copy of the SQLite store at ``path`` (with its ``-wal`` beside it, where committed rows
+    may still be), rows as ``sqlite3.Row``: a store an agent is still writing is never opened, locked or changed.
+    ``sqlite3.DatabaseError`` is the caller's to name."""
+    with tempfile.TemporaryDirectory(prefix="fleet-store-") as tmp:
+        copy = Path(tmp) / name
+        shutil.copyfile(path, copy)
+        wal = Path(f"{path}-wal")
+        if wal.is_file():
+            shutil.copyfile(wal, f"{copy}-wal")
+        con = sqlite3.connect(copy)
+        con.row_factory = sqlite3.Row
+        try:
+            yield con
+        finally:
+            con.close()
