@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TranscriptImportError
-from harness.importers.reader import Reader, store_copy
+from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
 from harness.importers.chat_session import ChatSession, RunOutcome, SessionCall, SessionRound, write_session_folders
 from harness.transcript import Usage
 
@@ -43,7 +43,6 @@ __all__ = ["FORMAT", "AGENT", "read_sessions", "read_attempt", "import_to_folder
 FORMAT = "hermes"
 AGENT = "hermes"
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SHELL_TOOLS = frozenset({"terminal"})
 FILE_TOOLS = frozenset({"write_file", "patch", "read_file"})
 _CONTENT_JSON_PREFIX = "\x00json:"
@@ -351,24 +350,8 @@ def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[
     ``name`` is how the file is named in errors and ``run_start.imported.file`` (default: the path)."""
     path = Path(src)
     reader = Reader(name or str(src))
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        reader.fail("", "file not found")
-    except IsADirectoryError:
-        reader.fail("", "is a folder: give the session store (state.db) or an export (.jsonl)")
-    except OSError as exc:
-        reader.fail("", f"cannot read: {exc.strerror or exc}")
-    if data.startswith(SQLITE_MAGIC):
-        sources = _store(path, reader)
-    else:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            reader.fail("", f"not UTF-8 text and not an SQLite session store (byte {exc.start})")
-        if not text.strip():
-            reader.fail("", "empty file")
-        sources = _export(text, reader)
+    data = reader.read_bytes(path, "the session store (state.db) or an export (.jsonl)")
+    sources = _store(path, reader) if data.startswith(SQLITE_MAGIC) else _export(reader.decode_text(data), reader)
     if not sources:
         reader.fail("", "holds no session")
     digest = hashlib.sha256(data).hexdigest()

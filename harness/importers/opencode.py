@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.importers.reader import Reader, store_copy
+from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
 from harness.importers.chat_session import (
     ChatSession,
     RunOutcome,
@@ -43,7 +43,6 @@ __all__ = ["FORMAT", "AGENT", "read_sessions", "read_store", "import_to_folder",
 FORMAT = "opencode"
 AGENT = "opencode"
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SHELL_TOOLS = frozenset({"bash"})
 FILE_TOOLS = frozenset({"read", "write", "edit", "multiedit", "patch", "apply_patch"})
 WRITE_TOOLS = frozenset({"write"})
@@ -214,22 +213,10 @@ def _stream_sessions(text: str, reader: _Reader) -> list[_Source]:
 
 
 def _sources(src: Path, reader: _Reader) -> tuple[list[_Source], bytes]:
-    try:
-        data = src.read_bytes()
-    except FileNotFoundError:
-        reader.fail("", "file not found")
-    except IsADirectoryError:
-        reader.fail("", "is a folder: give the session store (opencode.db), an export (.json) or an event stream (.jsonl)")
-    except OSError as exc:
-        reader.fail("", f"cannot read: {exc.strerror or exc}")
+    data = reader.read_bytes(src, "the session store (opencode.db), an export (.json) or an event stream (.jsonl)")
     if data.startswith(SQLITE_MAGIC):
         return _sqlite_sessions(src, reader), data
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        reader.fail("", f"not UTF-8 text and not an SQLite session store (byte {exc.start})")
-    if not text.strip():
-        reader.fail("", "empty file")
+    text = reader.decode_text(data)
     # The event stream has one JSON object per line; an export is one (pretty-printed) object.
     first = text.lstrip().split("\n", 1)[0]
     try:

@@ -13,7 +13,10 @@ from typing import NoReturn
 
 from harness.errors import TranscriptImportError
 
-__all__ = ["Reader", "store_copy"]
+__all__ = ["Reader", "store_copy", "SQLITE_MAGIC"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database: a session store rather than a text export."""
 
 
 class Reader:
@@ -24,6 +27,28 @@ class Reader:
 
     def fail(self, where: str, problem: str) -> NoReturn:
         raise TranscriptImportError(self.file, where, problem)
+
+    def read_bytes(self, path: Path, expected: str) -> bytes:
+        """The file's bytes; a missing file, a folder (``expected`` says what to give instead) or an unreadable
+        file is one error line."""
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            self.fail("", "file not found")
+        except IsADirectoryError:
+            self.fail("", f"is a folder: give {expected}")
+        except OSError as exc:
+            self.fail("", f"cannot read: {exc.strerror or exc}")
+
+    def decode_text(self, data: bytes) -> str:
+        """A text export's contents: UTF-8, not empty."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.fail("", f"not UTF-8 text and not an SQLite session store (byte {exc.start})")
+        if not text.strip():
+            self.fail("", "empty file")
+        return text
 
 
 @contextmanager
