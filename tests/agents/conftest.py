@@ -87,3 +87,26 @@ class DemoSweep:
 
     def folder(self, item: str, attempt: int = 1) -> Path:
         return self.dir / self.cells[item]["id"] / f"attempt-{attempt}"
+
+
+def sweep_on_host(inv: Path, agents: str, runs: Path, broker: str, ns: str, *, repeat: int = 1,
+                  items: str = "07,12") -> tuple[dict, dict[tuple[str, str, int], dict], Path]:
+    """`fleet sweep` of ``items`` with ``agents`` through Redis (a worker must serve the host): the --json
+    summary, its cells by (item, agent, rep), and the sweep's folder."""
+    import json
+
+    from tests.integration.fleetkit import run_fleet
+
+    r = run_fleet(["sweep", "-i", str(inv), "--items", items, "--agents", agents, "--repeat", str(repeat), "--json",
+                   "--runs", str(runs), "--broker", broker], ns, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    return summary, {(c["item"], c["agent"], c["rep"]): c for c in summary["cells"]}, runs / summary["sweep"]
+
+
+def assert_agent_missing(cells: dict[tuple[str, str, int], dict], agent: str) -> None:
+    """Every cell of ``agent`` (whose program is not installed) is one HARNESS_FAILURE attempt, agent_missing."""
+    mine = [c for (_, a, _), c in cells.items() if a == agent]
+    assert mine
+    for ghost in mine:
+        assert (ghost["grade"], ghost["reason"], ghost["attempts"]) == ("HARNESS_FAILURE", "agent_missing", 1), ghost
