@@ -88,6 +88,12 @@ class DemoSweep:
     def folder(self, item: str, attempt: int = 1) -> Path:
         return self.dir / self.cells[item]["id"] / f"attempt-{attempt}"
 
+    def events(self, item: str, attempt: int = 1) -> list[dict]:
+        """The attempt's transcript.jsonl, event by event, as plain dicts."""
+        import json
+
+        return [json.loads(line) for line in (self.folder(item, attempt) / "transcript.jsonl").read_text().splitlines()]
+
 
 def sweep_on_host(inv: Path, agents: str, runs: Path, broker: str, ns: str, *, repeat: int = 1,
                   items: str = "07,12") -> tuple[dict, dict[tuple[str, str, int], dict], Path]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -37,10 +36,6 @@ OPENCLAW_GRADES = {**DEMO_GRADES, "15-forest-page": "NOTHING"}
 
 def _script(item: str) -> dict:
     return tomllib.loads((OPEN / item / "models" / "openclaw.toml").read_text())
-
-
-def _events(folder: Path) -> list[dict]:
-    return [json.loads(line) for line in (folder / "transcript.jsonl").read_text().splitlines()]
 
 
 def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
@@ -73,7 +68,7 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
 
     # 15: the whole page in one write, cut at the output limit (finish_reason length). OpenClaw dropped the cut
     # call and ended the run with the reply's text and its truncation notice: one round, nothing written.
-    forest = _events(folder("15-forest-page"))
+    forest = demo.events("15-forest-page")
     assert [(e["finish_reason"], e["tool_calls"]) for e in forest if e["event"] == "model_response"] == [("length", [])]
     assert not [e for e in forest if e["event"] in ("tool_call", "guard")]
     assert (forest[-1]["event"], forest[-1]["outcome"], forest[-1]["reason"]) == ("run_end", "completed", "length")
@@ -89,7 +84,7 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
         "test_calculator::test_divide_by_zero_still_raises", "test_calculator::test_percent_change_from_zero_raises"], check
     assert "check failed: test_calculator" in grades["18-calculator-fix"]["reasons"]
     assert grades["18-calculator-fix"]["outcome"] == "none"
-    calc = _events(folder("18-calculator-fix"))
+    calc = demo.events("18-calculator-fix")
     assert [e["name"] for e in calc if e["event"] == "tool_call"] == ["write", "write", "exec", "edit", "exec"]
     assert [e["details"]["test"]["verdict"] for e in calc if e["event"] == "tool_result" and e["name"] == "exec"] \
         == ["failed", "passed"]
@@ -100,12 +95,12 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
     assert grades["24-csv-chart"]["reasons"] == ["the answer carries code but no file was written"]
     assert "```html\n<!doctype html>" in (folder("24-csv-chart") / "answer.txt").read_text()
     assert json.loads((folder("24-csv-chart") / "workspace.manifest.json").read_text()) == []
-    assert not [e for e in _events(folder("24-csv-chart")) if e["event"] == "tool_call"]
+    assert not [e for e in demo.events("24-csv-chart") if e["event"] == "tool_call"]
 
     # 27: four failing commands, then the model gives up honestly; nothing written, no guard stop (OpenClaw has none).
     assert grades["27-log-stats"]["stop"] is None
     assert grades["27-log-stats"]["reasons"] == ["nothing usable was written to the workspace"]
-    results = [e for e in _events(folder("27-log-stats")) if e["event"] == "tool_result"]
+    results = [e for e in demo.events("27-log-stats") if e["event"] == "tool_result"]
     assert [e["name"] for e in results] == ["exec"] * 4
     assert all(e["is_error"] and e["details"]["exit_code"] not in (0, None) for e in results), results
     assert json.loads((folder("27-log-stats") / "workspace.manifest.json").read_text()) == []
@@ -118,7 +113,7 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
         meta = json.loads((folder("30-roman-numerals", k) / "meta.json").read_text())
         assert "model_http_404" in meta["error"] and "not found" in meta["error"], meta
         assert meta["duration_s"] < 60, meta  # OpenClaw's start-up only, none of its 90 s of retrying a 5xx
-        end = _events(folder("30-roman-numerals", k))[-1]
+        end = demo.events("30-roman-numerals", k)[-1]
         assert (end["event"], end["outcome"], end["reason"]) == ("run_end", "infrastructure", "model_http_404")
         assert (folder("30-roman-numerals", k) / "answer.txt").read_text() == ""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -34,10 +33,6 @@ OPENCODE_GRADES = dict(DEMO_GRADES)
 
 def _script(item: str) -> dict:
     return tomllib.loads((OPEN / item / "models" / "opencode.toml").read_text())
-
-
-def _events(folder: Path) -> list[dict]:
-    return [json.loads(line) for line in (folder / "transcript.jsonl").read_text().splitlines()]
 
 
 def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
@@ -67,7 +62,7 @@ def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
 
     # 15: the whole page in one write, cut at the output limit; OpenCode answered the cut call with its `invalid`
     # tool and asked again: the continuation wrote the three files.
-    forest = _events(folder("15-forest-page"))
+    forest = demo.events("15-forest-page")
     responses = [e for e in forest if e["event"] == "model_response"]
     assert [e["finish_reason"] for e in responses] == ["length"] + ["tool_calls"] * 4 + ["stop"]
     first = next(e for e in forest if e["event"] == "tool_result")
@@ -84,7 +79,7 @@ def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
         "test_calculator::test_divide_by_zero_still_raises", "test_calculator::test_percent_change_from_zero_raises"], check
     assert "check failed: test_calculator" in grades["18-calculator-fix"]["reasons"]
     assert grades["18-calculator-fix"]["outcome"] == "none"
-    calc = _events(folder("18-calculator-fix"))
+    calc = demo.events("18-calculator-fix")
     runs_of_tests = [e["details"]["test"]["verdict"] for e in calc
                      if e["event"] == "tool_result" and e["name"] == "bash"]
     assert runs_of_tests == ["failed", "passed"]
@@ -94,12 +89,12 @@ def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
     assert grades["24-csv-chart"]["reasons"] == ["the answer carries code but no file was written"]
     assert "```html\n<!doctype html>" in (folder("24-csv-chart") / "answer.txt").read_text()
     assert json.loads((folder("24-csv-chart") / "workspace.manifest.json").read_text()) == []
-    assert not [e for e in _events(folder("24-csv-chart")) if e["event"] == "tool_call"]
+    assert not [e for e in demo.events("24-csv-chart") if e["event"] == "tool_call"]
 
     # 27: four failing commands, then the model gives up honestly; nothing written, no guard stop (OpenCode has none).
     assert grades["27-log-stats"]["stop"] is None
     assert grades["27-log-stats"]["reasons"] == ["nothing usable was written to the workspace"]
-    logs = _events(folder("27-log-stats"))
+    logs = demo.events("27-log-stats")
     results = [e for e in logs if e["event"] == "tool_result"]
     assert [e["name"] for e in results] == ["bash"] * 4
     assert all(e["is_error"] and e["details"]["exit_code"] not in (0, None) for e in results), results
@@ -113,7 +108,7 @@ def test_opencode_demo_sweep_shows_every_grade(tmp_path, agents_cache):
         meta = json.loads((folder("30-roman-numerals", k) / "meta.json").read_text())
         assert "model_http_404" in meta["error"], meta
         assert meta["duration_s"] < 45, meta  # no minute of OpenCode's own retries
-        end = _events(folder("30-roman-numerals", k))[-1]
+        end = demo.events("30-roman-numerals", k)[-1]
         assert (end["event"], end["outcome"], end["reason"]) == ("run_end", "infrastructure", "model_http_404")
 
     print(f"\nOpenCode demo sweep (10 items, 12 attempts): {elapsed:.1f} s; attempts: "
