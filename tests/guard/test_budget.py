@@ -1,5 +1,5 @@
 """The run-progress budget rule by rule (seed 000 and DESIGN's guard facts), then replays of the
-recorded fleet sessions in /work/shared/fixtures/pixel-fleet."""
+recorded fleet sessions in tests/fixtures/pixel-fleet."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from harness.guard.budget import (
     RunProgressBudget,
 )
 from harness.guard.results import INSPECTION_KIND, TRANSITION_UNTESTED
+from tests.fixtures import PIXEL_FLEET
 
 OFF = DEFAULT_POLICY.model_copy(update={"deferral": False})
 FAILED = {"isError": True}
@@ -568,8 +569,7 @@ def test_snapshot_reports_the_counters() -> None:
 
 # --- replays of recorded fleet sessions -------------------------------------------------------------------
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pixel-fleet"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no recorded sessions at {FIXTURES}")
+FIXTURES = PIXEL_FLEET
 
 
 def load(name: str) -> Any:
@@ -623,7 +623,6 @@ def stopped_calls(calls: list[dict[str, Any]]) -> list[int]:
     return [call["n"] for call in calls if call.get("stopped")]
 
 
-@needs_fixtures
 @pytest.mark.parametrize("policy", [OFF, DEFAULT_POLICY], ids=["deferral off", "deferral on"])
 def test_photo_renamer_bfb62a2b_stops_at_the_sixth_call(policy: BudgetPolicy) -> None:
     """Calls 1 and 3-6 were refused exec runs; call 6 was the fourth consecutive failure, and the
@@ -641,7 +640,6 @@ def test_photo_renamer_bfb62a2b_stops_at_the_sixth_call(policy: BudgetPolicy) ->
     assert budget.snapshot()["failures"] == 5
 
 
-@needs_fixtures
 @pytest.mark.parametrize(("label", "stop_at", "reason", "failures"), [
     ("strixy-r107", 11, "consecutive_failures", 4),
     ("mac-mini-r106", 12, "consecutive_failures", 6),
@@ -657,7 +655,6 @@ def test_without_deferral_the_recorded_stops_are_reproduced(label: str, stop_at:
     assert budget.snapshot()["failures"] == failures
 
 
-@needs_fixtures
 def test_laptop_never_had_more_than_two_failures_in_a_row() -> None:
     calls = session("windows-laptop-wsl-beta-r107")["calls"]
     budget, worst = RunProgressBudget(OFF), 0
@@ -667,7 +664,6 @@ def test_laptop_never_had_more_than_two_failures_in_a_row() -> None:
     assert worst == 2 and calls[39]["entry"] == 86
 
 
-@needs_fixtures
 @pytest.mark.parametrize(("label", "correctable"), [
     ("strixy-r107", [8, 11]),
     ("mac-mini-r106", [9, 10, 11, 12]),
@@ -705,7 +701,6 @@ def mac_call_13() -> dict[int, dict[str, Any]]:
                                               "status": "incomplete", "errorCode": TRANSITION_UNTESTED}}}
 
 
-@needs_fixtures
 def test_strixy_with_deferral_stops_one_call_later_at_12() -> None:
     calls = session("strixy-r107")["calls"]
     before = RunProgressBudget()
@@ -717,7 +712,6 @@ def test_strixy_with_deferral_stops_one_call_later_at_12() -> None:
     assert (budget.stop.call_index, budget.stop.reason) == (12, "consecutive_failures")
 
 
-@needs_fixtures
 def test_mac_with_deferral_charges_9_to_11_at_once_and_stops_at_13() -> None:
     calls = session("mac-mini-r106")["calls"]
     budget, notes = RunProgressBudget(), {}
@@ -732,7 +726,6 @@ def test_mac_with_deferral_charges_9_to_11_at_once_and_stops_at_13() -> None:
     assert (budget.stop.call_index, budget.stop.reason) == (13, "consecutive_failures")
 
 
-@needs_fixtures
 def test_laptop_with_deferral_still_stops_at_40_on_the_total_cap() -> None:
     calls = session("windows-laptop-wsl-beta-r107")["calls"]
     budget = RunProgressBudget()
@@ -742,7 +735,6 @@ def test_laptop_with_deferral_still_stops_at_40_on_the_total_cap() -> None:
     assert budget.snapshot()["deferrals"] == 0, "no correctable failure reached the fuse"
 
 
-@needs_fixtures
 def test_strixy_counterfactual_an_unrelated_read_after_11_stops_the_run() -> None:
     budget = RunProgressBudget()
     replay(budget, session("strixy-r107")["calls"][:11])
@@ -750,7 +742,6 @@ def test_strixy_counterfactual_an_unrelated_read_after_11_stops_the_run() -> Non
     assert decision.stop is not None and decision.stop.call_index == 12
 
 
-@needs_fixtures
 @pytest.mark.parametrize("last", [8, 11])
 def test_strixy_counterfactual_a_passing_corrected_call_resets_the_count(last: int) -> None:
     calls = session("strixy-r107")["calls"]

@@ -13,8 +13,9 @@ from harness.guard.delete import (
     find_recursive_delete,
     owner_asked_for_delete,
 )
+from tests.fixtures import PIXEL_FLEET
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pixel-fleet"
+FIXTURES = PIXEL_FLEET
 TOWER2 = json.loads((FIXTURES / "photo-renamer-tower2-d4a61f33.json").read_text(encoding="utf-8"))
 
 

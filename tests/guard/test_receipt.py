@@ -24,8 +24,9 @@ from harness.guard.receipt import (
     latest_test,
     verification_status,
 )
+from tests.fixtures import PIXEL_FLEET
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pixel-fleet"
+FIXTURES = PIXEL_FLEET
 TOWER2 = json.loads((FIXTURES / "photo-renamer-tower2-d4a61f33.json").read_text(encoding="utf-8"))
 TOWER3 = json.loads((FIXTURES / "photo-renamer-tower3-d4a61f33.json").read_text(encoding="utf-8"))
 PROMPT = TOWER2["prompt"]

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.guard.verdict import TestVerdict, is_test_command, recognize, runner_for_command, strip_ansi
+from tests.fixtures import PIXEL_FLEET
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pixel-fleet"
+FIXTURES = PIXEL_FLEET
 RULE = "-" * 70
 SEP = "=" * 70
 

@@ -1,4 +1,4 @@
-"""The pixel-fleet importer on the real recorded fleet sessions (shared/fixtures/pixel-fleet): every run
+"""The pixel-fleet importer on the real recorded fleet sessions (tests/fixtures/pixel-fleet): every run
 becomes a transcript and a gradable folder; the recorded guard stops and refusals become guard and stop
 events at the calls the recordings show; the grades follow docs/grading.md; bad input is named."""
 
@@ -30,9 +30,9 @@ from harness.transcript import (
     read_transcript,
 )
 from tests.spine.test_cli_errors import assert_one_line_error, run_fleet
+from tests.fixtures import PIXEL_FLEET
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pixel-fleet"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no recorded sessions at {FIXTURES}")
+FIXTURES = PIXEL_FLEET
 
 TOWER2 = "photo-renamer-tower2-d4a61f33.json"
 TOWER3 = "photo-renamer-tower3-d4a61f33.json"
