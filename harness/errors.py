@@ -24,11 +24,18 @@ exits with its ``exit_code``; it never prints a traceback for one.
         ├── AgentNotStarted                   the agent never started (the launcher reported no start in time)
         ├── AgentMissing                      the agent's program is not on the host (not retried)
         ├── AgentUnsuited                     the agent cannot work with the host's setup (not retried)
-        └── WorkerLost                        the worker running the attempt died
+        ├── AgentUnavailable                  no adapter for the agent's kind in this harness (not retried)
+        ├── ModelEndpointFailed               the host's model endpoint failed while the agent ran
+        ├── WorkerLost                        the worker running the attempt died
+        ├── WorkerError                       the worker raised an unexpected error
+        ├── ArtifactCorrupt                   an artifact's bytes did not match its sha256 on arrival
+        └── ArtifactRefused                   an artifact name points outside the attempt folder (not retried)
 
 An ``InfrastructureError`` is never shown to a user as a crash: it is recorded on the attempt as
 ``HARNESS_FAILURE`` with ``reason`` (a short code) and ``str(exc)`` (the human text), and the attempt
-is retried a bounded number of times (except where a retry cannot help: ``harness.dispatch.NOT_RETRIED``).
+is retried a bounded number of times, except where a retry cannot help. Each class's ``reason`` is a code
+of ``harness.failures.FailureReason``; ``harness.failures.REASONS`` says for each code whether it is retried
+and why (docs/failures.md).
 """
 
 from __future__ import annotations
@@ -50,7 +57,12 @@ __all__ = [
     "AgentNotStarted",
     "AgentMissing",
     "AgentUnsuited",
+    "AgentUnavailable",
+    "ModelEndpointFailed",
     "WorkerLost",
+    "WorkerError",
+    "ArtifactCorrupt",
+    "ArtifactRefused",
 ]
 
 
@@ -161,3 +173,33 @@ class WorkerLost(InfrastructureError):
     """The Celery worker that ran the attempt died before reporting a result."""
 
     reason = "worker_lost"
+
+
+class WorkerError(InfrastructureError):
+    """The worker raised an error the attempt lifecycle did not turn into a record itself."""
+
+    reason = "worker_error"
+
+
+class AgentUnavailable(InfrastructureError):
+    """This harness version has no adapter for the agent's ``kind``. Not retried."""
+
+    reason = "agent_unavailable"
+
+
+class ModelEndpointFailed(InfrastructureError):
+    """The host's model endpoint failed while the agent ran (HTTP errors, refused, timed out)."""
+
+    reason = "model_endpoint"
+
+
+class ArtifactCorrupt(InfrastructureError):
+    """An artifact arrived whose bytes do not match its recorded size and sha256."""
+
+    reason = "artifact_corrupt"
+
+
+class ArtifactRefused(InfrastructureError):
+    """A worker sent an artifact whose name points outside the attempt folder (or at meta.json). Not retried."""
+
+    reason = "artifact_refused"

@@ -156,6 +156,8 @@ class AttemptSummary(_Record):
     recorded_at: str = ""
     duration_s: float = 0.0
     grade: str = Field(default="", description="The latest grade of this attempt (grade.json), if graded.")
+    failure: str = Field(default="", description="The harness failure code (harness.failures.classify) when the "
+                         "attempt or its grade is a harness failure, else empty.")
 
 
 class HostSummary(_Record):

@@ -61,6 +61,8 @@ class Grade(_Record):
     grade: GradeName
     outcome: Literal["passed", "failed", "pending", "none"] = Field(description="The product outcome: the receipt.")
     stop: StopRecord | None = None
+    failure: str = Field(default="", description="For HARNESS_FAILURE: the stable failure code "
+                         "(harness.failures.FailureReason), e.g. no_transcript, model_endpoint, shell_failure.")
     reasons: list[str] = Field(default_factory=list, description="Why this grade, in order.")
     checks: list[dict] = Field(default_factory=list)
     graded_at: str = ""

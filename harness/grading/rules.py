@@ -34,27 +34,30 @@ def _files_written(e: Evidence) -> str:
     return f"{len(e.files)} file(s) written"
 
 
-def _harness_failure(e: Evidence) -> list[str]:
+def _harness_failure(e: Evidence) -> tuple[str, list[str]] | None:
+    """(failure code, reasons) when the fleet failed; codes are harness.failures.FailureReason."""
     if e.status == "harness_failure":
-        return [f"harness failure: {e.reason or 'unknown'}" + (f": {e.error}" if e.error else "")]
+        code = e.reason or "infrastructure"
+        return code, [f"harness failure: {code}" + (f": {e.error}" if e.error else "")]
     if e.run_outcome == "infrastructure":
-        return ["the agent's model endpoint failed"]
+        return "model_endpoint", ["the agent's model endpoint failed"]
     if e.expects_transcript and not e.transcript_present:
-        return ["the agent left no transcript: it never ran"]
+        return "no_transcript", ["the agent left no transcript: it never ran"]
     if e.shell_trace_failure:
-        return [f"the host's shell failed: {e.shell_trace_failure}"]
-    return []
+        return "shell_failure", [f"the host's shell failed: {e.shell_trace_failure}"]
+    return None
 
 
 def grade(e: Evidence) -> Grade:
     """Grade one attempt from its evidence."""
 
-    def out(name: str, reasons: list[str]) -> Grade:
-        return Grade(grade=name, outcome=e.receipt, stop=e.stop, reasons=reasons, checks=e.checks, graded_at=utc_now())  # type: ignore[arg-type]
+    def out(name: str, reasons: list[str], failure: str = "") -> Grade:
+        return Grade(grade=name, outcome=e.receipt, stop=e.stop, failure=failure, reasons=reasons, checks=e.checks,  # type: ignore[arg-type]
+                     graded_at=utc_now())
 
     failure = _harness_failure(e)
-    if failure:
-        return out("HARNESS_FAILURE", failure)
+    if failure is not None:
+        return out("HARNESS_FAILURE", failure[1], failure[0])
     failed_checks = [c["name"] for c in e.checks if c.get("status") in ("failed", "error")]
     untested = [c["name"] for c in e.checks if c.get("status") == "untested"]
     reasons: list[str] = []
