@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from harness.errors import FleetError, UsageError
+from harness.errors import FleetError, SweepInterrupted, UsageError
 
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -86,11 +86,49 @@ def _warn(text: str) -> None:
     err_console.print(f"fleet: warning: {text}", markup=False, soft_wrap=True)
 
 
+def _fail_on(value: str | None) -> frozenset[str]:
+    from typing import get_args
+
+    from harness.grading import GradeName
+
+    names = _csv(value) or []
+    known = get_args(GradeName)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise UsageError(f"--fail-on {bad[0]!r}: not a grade (grades: {', '.join(known)})")
+    return frozenset(names)
+
+
+def _gate(sweep, cells, fail_on: frozenset[str]) -> None:  # type: ignore[no-untyped-def]
+    """The exit status a scheduler reads: 0 when the cells were measured, NothingMeasured (3) when every one
+    ended in a harness failure, GradeGate (4) when a cell's grade is one of ``--fail-on``'s."""
+    from harness.coordinator import summary_failure
+    from harness.errors import GradeGate, NothingMeasured
+
+    lasts = [(c, sweep.last(c.id)) for c in cells]
+    failed = [c for c, a in lasts if a is not None and summary_failure(a) is not None]
+    if cells and len(failed) == len(cells):
+        raise NothingMeasured(f"sweep {sweep.id}: nothing was measured: all {len(cells)} cell(s) ended in HARNESS_FAILURE")
+    if fail_on:
+        hits = []
+        for c, a in lasts:
+            g = (a.grade or ("HARNESS_FAILURE" if summary_failure(a) is not None else "")) if a is not None else ""
+            if g in fail_on:
+                hits.append(f"{c.id} {g}")
+        if hits:
+            more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            raise GradeGate(f"--fail-on {','.join(sorted(fail_on))}: {len(hits)} cell(s): {', '.join(hits[:5])}{more}")
+
+
 def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     from harness.outcome import label
     from harness.progress import matrix_table
 
     path = store.sweep_dir(sweep.id)
+    live = store.is_being_written(sweep.id)
+    if sweep.status in ("planned", "running") and not live:
+        # Its coordinator is gone (killed, machine rebooted): say so; `fleet resume` settles its attempts.
+        sweep.status = "interrupted"
     if as_json:
         cells = []
         for c in sweep.cells:
@@ -103,13 +141,14 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
                     "reason": last.reason if last else "",
                     "exit_code": last.exit_code if last else None,
                     "grade": last.grade if last else "",
-                    "label": label(last)[0],  # what the table shows (the receipt's outcome is in grade.json)
+                    "failure": last.failure if last else "",
+                    "label": label(last, live)[0],  # what the table shows (the receipt's outcome is in grade.json)
                 }
             )
         json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    console.print(matrix_table(sweep))
+    console.print(matrix_table(sweep, live))
     console.print(f"sweep {sweep.id}: {sweep.status}, results in {path}")
 
 
@@ -123,16 +162,22 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
 @click.option("--label", default="", help="Label in the sweep id, e.g. main-d4a61f33.")
 @click.option("--prompts", default=None, help="Prompts directory (default: the bundled prompts/).")
 @click.option("--max-attempts", default=3, show_default=True, help="Attempts per cell when the harness fails.")
+@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
+              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @common_runs
 @common_broker
-def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
-    """Plan the cells, dispatch them, show progress, and print the host x item table."""
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Plan the cells, dispatch them, show progress, and print the host x item table.
+
+    Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
+    HARNESS_FAILURE; 4 when --fail-on matched; 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP)."""
     from harness.catalog import load_catalog
     from harness.coordinator import Coordinator
     from harness.inventory import load_inventory
     from harness.store import Store
 
+    gate = _fail_on(fail_on)
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
     store = Store(_runs_dir(runs))
@@ -147,6 +192,7 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 
     result = _run_with_progress(call, as_json)
     _finish(result, store, as_json)
+    _gate(result, result.cells, gate)
 
 
 @cli.command()
@@ -155,16 +201,22 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @click.option("--sweep", "sweep_id", required=True, help="The sweep id.")
 @click.option("--agent", default=None, help="Which agent's cell, when the sweep has several.")
 @click.option("--rep", type=int, default=None, help="Which repetition, when the sweep has several.")
-@common_inventory
-@click.option("--max-attempts", default=3, show_default=True)
+@click.option("--inventory", "-i", default=None,
+              help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
+@click.option("--max-attempts", default=3, show_default=True, help="Attempts for this cell when the harness fails.")
+@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
+              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
 @common_broker
-def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
-    """Add a new attempt of one cell of a sweep."""
+def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Add a new attempt of one cell of a sweep (earlier attempts are kept), with the sweep's recorded inventory.
+
+    Exit status as for `fleet sweep`, over this cell."""
     from harness.coordinator import Coordinator
     from harness.store import Store
 
+    gate = _fail_on(fail_on)
     store = Store(_runs_dir(runs))
     rec = store.load_sweep(sweep_id)
     inv = _inventory_for(rec, inventory)
@@ -176,20 +228,32 @@ def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, as_json, ru
 
     result = _run_with_progress(call, as_json)
     _finish(result, store, as_json)
+    _gate(result, [result.one_cell(host, item, agent, rep)], gate)
 
 
 @cli.command()
 @click.argument("sweep_id")
-@common_inventory
-@click.option("--max-attempts", default=3, show_default=True, help="Attempts per cell in this run.")
+@click.option("--inventory", "-i", default=None,
+              help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
+@click.option("--max-attempts", default=3, show_default=True,
+              help="Attempts per cell on harness failures, counting those the cell already used.")
+@click.option("--retry-exhausted", is_flag=True,
+              help="Also run cells that used all their attempts, with a fresh budget of --max-attempts.")
+@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
+              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
 @common_broker
-def resume(sweep_id, inventory, max_attempts, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
-    """Run only the cells with no finished attempt, or whose last attempt is a harness failure."""
+def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+    """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
+    inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
+    is taken if it came, else they are recorded as abandoned.
+
+    Exit status as for `fleet sweep`, over every cell of the sweep."""
     from harness.coordinator import Coordinator
     from harness.store import Store
 
+    gate = _fail_on(fail_on)
     store = Store(_runs_dir(runs))
     rec = store.load_sweep(sweep_id)
     inv = _inventory_for(rec, inventory)
@@ -197,10 +261,11 @@ def resume(sweep_id, inventory, max_attempts, as_json, runs, broker) -> None:  #
 
     def call(on_start, on_event):  # type: ignore[no-untyped-def]
         co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
-        return co.resume(sweep_id, inv)
+        return co.resume(sweep_id, inv, retry_exhausted=retry_exhausted)
 
     result = _run_with_progress(call, as_json)
     _finish(result, store, as_json)
+    _gate(result, result.cells, gate)
 
 
 def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
@@ -485,9 +550,12 @@ def hosts_prepare(inventory, names) -> None:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
+    except SweepInterrupted as exc:
+        # Running attempts were revoked, their agents stopped, and each was recorded.
+        err_console.print(f"fleet: {exc}", markup=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        # click turns Ctrl-C into Abort; running attempts were revoked and their agents stopped.
-        err_console.print("fleet: interrupted; a sweep can be continued with `fleet resume SWEEP`", soft_wrap=True)
+        err_console.print("fleet: interrupted", soft_wrap=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

@@ -1,23 +1,52 @@
 """The coordinator's verbs: sweep, rerun, resume. Each plans attempts and hands them to the Dispatcher.
 
 The coordinator is the store's only writer; workers only return results over the queue.
+
+Retry budgets: a cell gets ``max_attempts`` attempts on harness failures in all. ``resume`` counts the
+ones a cell already used (attempts the user stopped, ``revoked``, or whose coordinator went away,
+``abandoned``, do not count: they measured nothing and were nobody's fault on the host), so resuming
+again and again never buys a broken cell a fresh budget; ``resume --retry-exhausted`` asks for one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from harness.catalog import Catalog
-from harness.dispatch import Dispatcher, Event, RetryPolicy, grade_attempt, harness_failure
-from harness.errors import UsageError
+from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, harness_failure, record_result
+from harness.errors import DispatchError, SweepInterrupted, UsageError
+from harness.failures import classify
 from harness.inventory import Inventory
-from harness.records import Cell, SweepRecord
+from harness.records import AttemptSummary, Cell, SweepRecord
 from harness.store import Store, SweepWriter
 from workers.app import Settings, configure, queue_for
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "Stopped", "summary_failure", "budget_used", "NOT_COUNTED"]
+
+NOT_COUNTED = frozenset({"revoked", "abandoned"})
+"""Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the coordinator: handled exactly as Ctrl-C is (a KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(self.signal_name)
+
+
+def summary_failure(a: AttemptSummary):  # type: ignore[no-untyped-def]
+    """classify() for an attempt as the sweep lists it (its own status, or its grade's failure code)."""
+    return classify(a.status, a.reason, a.grade, a.failure)
+
+
+def budget_used(runs: list[AttemptSummary]) -> int:
+    """How many of a cell's attempts were harness failures that count against its retry budget."""
+    return sum(1 for a in runs if (f := summary_failure(a)) is not None and f.reason not in NOT_COUNTED)
 
 
 @dataclass
@@ -33,30 +62,59 @@ class Coordinator:
     def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:  # type: ignore[no-untyped-def]
         from harness.plan import plan_sweep
 
-        sweep = plan_sweep(inventory, catalog, taken=set(self.store.list_sweeps()), **plan_options)
-        return self._run(sweep, inventory, lambda w: [(c, 1) for c in sweep.cells])
+        sweep = plan_sweep(inventory, catalog, **plan_options)
+        # The folder's creation claims the id: a second coordinator in the same second gets the next one.
+        sweep.id = self.store.claim_sweep_id(sweep.id)
+        planned = [Planned(c, 1, self.retry.max_attempts) for c in sweep.cells]
+        return self._run(sweep, inventory, lambda w: planned, fresh=True)
 
     def rerun(
         self, sweep_id: str, inventory: Inventory, host: str, item: str, agent: str | None = None, rep: int | None = None
     ) -> SweepRecord:
-        """Add a new attempt to one cell."""
+        """Add a new attempt to one cell (with its own retry budget: the user asked for it)."""
         sweep = self.store.load_sweep(sweep_id)
         cell = sweep.one_cell(host, item, agent, rep)
-        return self._run(sweep, inventory, lambda w: [(cell, self._next_attempt(sweep, cell))])
+        self._check_inventory(sweep, inventory)
 
-    def resume(self, sweep_id: str, inventory: Inventory) -> SweepRecord:
-        """Run the cells with no finished attempt, or whose last attempt is a harness failure."""
+        def plan(w: SweepWriter) -> list[Planned]:
+            k = self._next_attempt(sweep, cell)
+            return [Planned(cell, k, k + self.retry.max_attempts - 1)]
+
+        return self._run(sweep, inventory, plan)
+
+    def resume(self, sweep_id: str, inventory: Inventory, retry_exhausted: bool = False) -> SweepRecord:
+        """Run the cells with no attempt, or whose last attempt is a harness failure, within their budget."""
         sweep = self.store.load_sweep(sweep_id)
+        self._check_inventory(sweep, inventory)
+        budget = self.retry.max_attempts
 
-        def todo(w: SweepWriter) -> list[tuple[Cell, int]]:
-            out = []
+        def todo(w: SweepWriter) -> list[Planned]:
+            out, exhausted = [], []
+            app = None
             for cell in sweep.cells:
                 last = sweep.last(cell.id)
                 if last is not None and last.status == "dispatched":
-                    self._settle(w, sweep, cell, last.attempt, last.task_id)
+                    app = app or configure(self.settings)
+                    self._settle(app, w, sweep, cell, last.attempt, last.task_id)
                     last = sweep.last(cell.id)
-                if last is None or last.status == "harness_failure":
-                    out.append((cell, self._next_attempt(sweep, cell)))
+                if last is None:
+                    out.append(Planned(cell, 1, budget))
+                    continue
+                if summary_failure(last) is None:
+                    continue  # measured: a model result is never run again by resume
+                k = self._next_attempt(sweep, cell)
+                used = budget_used(sweep.attempts.get(cell.id) or [])
+                if retry_exhausted:
+                    out.append(Planned(cell, k, k + budget - 1))
+                elif used < budget:
+                    out.append(Planned(cell, k, k + budget - used - 1))
+                else:
+                    exhausted.append(cell.id)
+            if exhausted:
+                names = ", ".join(exhausted[:3]) + (f" and {len(exhausted) - 3} more" if len(exhausted) > 3 else "")
+                self.on_warning(
+                    f"{len(exhausted)} cell(s) already used all {budget} attempts on harness failures and are not run "
+                    f"again ({names}); `fleet resume {sweep.id} --retry-exhausted` gives them a fresh budget")
             return out
 
         return self._run(sweep, inventory, todo)
@@ -67,27 +125,36 @@ class Coordinator:
         runs = sweep.attempts.get(cell.id) or []
         return max((a.attempt for a in runs), default=0) + 1
 
-    def _settle(self, w: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int, task_id: str) -> None:
+    def _check_inventory(self, sweep: SweepRecord, inventory: Inventory) -> None:
+        if sweep.inventory_sha256 and inventory.sha256 and inventory.sha256 != sweep.inventory_sha256:
+            self.on_warning(f"{inventory.path} changed since sweep {sweep.id} was planned (sha256 "
+                            f"{sweep.inventory_sha256[:12]} then, {inventory.sha256[:12]} now); the new attempts use it as it is now")
+
+    def _settle(self, app, w: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int, task_id: str) -> None:  # type: ignore[no-untyped-def]
         """An attempt dispatched by a coordinator that stopped: take its result if it came, else close it."""
         from celery.result import AsyncResult
 
-        from harness.records import AttemptResult
-
-        app = configure(self.settings)
         ar = AsyncResult(task_id, app=app)
-        if ar.state == "SUCCESS":
-            if w.record_attempt(sweep, AttemptResult.model_validate(ar.result)):
-                grade_attempt(w, sweep, cell, attempt)
+        try:
+            state = ar.state
+        except Exception as exc:  # noqa: BLE001 - the backend's own errors, translated here
+            raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
+        if state == "SUCCESS":
+            from harness.records import AttemptResult
+
+            try:
+                result = AttemptResult.model_validate(ar.result)
+            except ValueError as exc:
+                result = harness_failure(sweep.id, cell, attempt, "worker_error",
+                                         f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
+            record_result(w, sweep, cell, result, self.on_event)
+            ar.forget()
             return
         app.control.revoke(task_id, terminate=True, signal="SIGTERM")
-        w.record_attempt(
-            sweep,
-            harness_failure(
-                sweep.id, cell, attempt, "abandoned",
-                "the coordinator stopped before this attempt's result arrived; a late result is discarded",
-            ),
-        )
-        grade_attempt(w, sweep, cell, attempt)
+        record_result(w, sweep, cell, harness_failure(
+            sweep.id, cell, attempt, "abandoned",
+            "the coordinator stopped before this attempt's result arrived; a late result is discarded",
+        ), self.on_event)
 
     @contextlib.contextmanager
     def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
@@ -129,6 +196,7 @@ class Coordinator:
     def _workers(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
         app = configure(self.settings)
         if not self.settings.embedded:
+            _check_broker(app, self.settings)
             self._warn_unserved(app, hosts)
             yield
             return
@@ -153,26 +221,65 @@ class Coordinator:
                 self.on_warning(f"no running worker consumes {queue}: start one with `fleet worker --hosts {host}`")
 
     def _run(
-        self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[tuple[Cell, int]]]
+        self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[Planned]], fresh: bool = False
     ) -> SweepRecord:
-        with self.store.writer(sweep.id) as writer:
-            pairs = plan(writer)
-            hosts = {c.host for c, _ in pairs}
-            missing = sorted(hosts - set(inventory.hosts))
-            if missing:
-                raise UsageError(f"{inventory.path}: the sweep needs host {missing[0]!r}, which this inventory lacks")
-            writer.save_sweep(sweep)
-            self.on_start(sweep)
-            if not pairs:
-                return sweep
-            with self._scripted_models(sweep, inventory, hosts), self._workers(sweep, inventory, hosts):
-                d = Dispatcher(
-                    app=configure(self.settings), writer=writer, sweep=sweep, inventory=inventory,
-                    namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
-                )
-                try:
-                    d.run(pairs)
-                except KeyboardInterrupt:
-                    d.revoke_in_flight()
-                    raise
+        """Run the planned attempts. Ctrl-C, SIGTERM and SIGHUP stop it the same way: what is in flight is
+        revoked and recorded, the sweep is left ``interrupted``, and ``SweepInterrupted`` names the id to resume.
+        A new sweep that fails before it dispatched anything is removed again: it never becomes "the latest"."""
+        try:
+            with _stop_signals(), self.store.writer(sweep.id) as writer:
+                planned = plan(writer)
+                hosts = {p.cell.host for p in planned}
+                missing = sorted(hosts - set(inventory.hosts))
+                if missing:
+                    raise UsageError(f"{inventory.path}: the sweep needs host {missing[0]!r}, which this inventory lacks")
+                writer.save_sweep(sweep)
+                self.on_start(sweep)
+                if not planned:
+                    return sweep
+                app = configure(self.settings)
+                with self._scripted_models(sweep, inventory, hosts), self._workers(sweep, inventory, hosts):
+                    d = Dispatcher(
+                        app=app, writer=writer, sweep=sweep, inventory=inventory,
+                        namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
+                    )
+                    d.run(planned)
+        except BaseException as exc:
+            dispatched = any(sweep.attempts.values())
+            if fresh and not dispatched:
+                self.store.discard_sweep(sweep.id)
+            if isinstance(exc, KeyboardInterrupt):
+                how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+                raise SweepInterrupted(sweep.id, how, resumable=dispatched or not fresh) from exc
+            raise
         return sweep
+
+
+def _check_broker(app, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once."""
+    from workers.app import redact
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=5)
+    except Exception as exc:  # noqa: BLE001 - kombu, redis and socket errors alike: translated here
+        raise DispatchError(f"cannot reach the broker at {redact(settings.broker_url)}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Stopped`` (a KeyboardInterrupt) while a sweep runs, so a coordinator stopped
+    by a service manager or a closed terminal records ``interrupted`` exactly as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread; whoever runs us there owns them
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -3,9 +3,17 @@
 - At most ``slots`` attempts of this sweep are in flight per host, so every host's queue stays short
   and each host gets work as soon as it frees (the workers' slot leases enforce the limit across
   sweeps, processes and machines; this only keeps the fleet busy without piling up).
-- A ``harness_failure`` is retried as a new attempt after a backoff, up to ``max_attempts`` attempts
-  per cell; every attempt is kept. Any other result is final: a model result is never retried away.
-- Results are recorded by this process alone (the single writer), once per (cell, attempt).
+- An attempt that ``harness.failures.classify`` calls a retried harness failure (its own status, or its
+  grade: a real agent that left no transcript, a dead shell) is tried again as a new attempt after a
+  backoff, up to the cell's last allowed attempt; every attempt is kept. Any other result is final: a
+  model result is never retried away.
+- One bad delivery never stops the sweep: a result the store refuses (corrupt or refused artifacts, a
+  write error) becomes that attempt's harness failure, and every other host goes on.
+- Results are recorded by this process alone (the single writer), once per (cell, attempt), and a
+  result is forgotten in the backend only after its record is durable.
+- Stopped by Ctrl-C, SIGTERM or SIGHUP, the loop revokes what is in flight, records each such attempt
+  (its result if it already came, else ``revoked``) and leaves the sweep ``interrupted``: no cell stays
+  ``running``.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import itertools
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from celery import Celery
 from celery.exceptions import WorkerLostError
 from celery.result import AsyncResult
 
@@ -24,13 +33,17 @@ from pathlib import Path
 
 from harness.catalog import render
 from harness.checks.spec import load_checks
-from harness.errors import DispatchError
+from harness.errors import DispatchError, FleetError, InfrastructureError, StoreError
+from harness.failures import is_retried
 from harness.inventory import Inventory
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
 
-__all__ = ["Dispatcher", "Event", "RetryPolicy", "task_id_for"]
+if TYPE_CHECKING:
+    from harness.grading import Grade
+
+__all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result"]
 
 
 @dataclass(frozen=True)
@@ -44,17 +57,30 @@ class RetryPolicy:
         return self.backoff_s[min(failed_attempt - 1, len(self.backoff_s) - 1)]
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One attempt to run, and the last attempt number its cell may reach by retries in this run."""
+
+    cell: Cell
+    attempt: int
+    last_attempt: int
+
+
 @dataclass
 class Event:
     """Something the progress display wants to know."""
 
-    kind: str  # dispatched | started | recorded | retry_scheduled
+    kind: str  # dispatched | started | recorded | retry_scheduled | warning
     cell: Cell
     attempt: int
     result: AttemptResult | None = None
     delay_s: float = 0.0
     final: bool = False
     """For ``recorded``: no retry follows, the cell is settled in this run."""
+    text: str = ""
+    """For ``warning``: what went wrong, in one line."""
+    grade: str = ""
+    """For ``recorded``: the attempt's grade, when it could be graded."""
 
 
 def task_id_for(sweep_id: str, cell_id: str, attempt: int) -> str:
@@ -72,7 +98,7 @@ class _InFlight:
 
 @dataclass
 class Dispatcher:
-    app: object
+    app: Celery
     writer: SweepWriter
     sweep: SweepRecord
     inventory: Inventory
@@ -87,38 +113,27 @@ class Dispatcher:
         self._seq = itertools.count()
         self._in_flight: dict[str, _InFlight] = {}
         self._per_host: dict[str, int] = defaultdict(int)
-        # Last attempt number each cell may reach in this run: a rerun or resume gets its own retries.
+        # Last attempt number each cell may reach in this run (the coordinator decides: resume keeps budgets).
         self._limit: dict[str, int] = {}
 
     # -- public --------------------------------------------------------------------------------------
-    def run(self, cells: list[tuple[Cell, int]]) -> None:
-        """Run ``(cell, attempt number)`` pairs to completion, retrying harness failures."""
-        for cell, attempt in cells:
-            self._limit.setdefault(cell.id, attempt + self.retry.max_attempts - 1)
-        for cell, attempt in cells:
-            self._waiting[cell.host].append((cell, attempt))
-        self.sweep.status = "running"
-        self.writer.save_sweep(self.sweep)
+    def run(self, planned: list[Planned]) -> None:
+        """Run the planned attempts to completion, retrying harness failures within each cell's limit."""
+        for p in planned:
+            self._limit[p.cell.id] = p.last_attempt
+            self._waiting[p.cell.host].append((p.cell, p.attempt))
+        self.writer.set_status(self.sweep, "running")
         try:
             while self._waiting_any() or self._in_flight or self._retries:
                 self._release_due_retries()
                 self._dispatch_free_slots()
                 if not self._poll():
                     time.sleep(self.poll_s)
-        except BaseException:
-            self.sweep.status = "interrupted"
-            self.writer.save_sweep(self.sweep)
+        except BaseException as exc:
+            self._settle_in_flight(exc)
+            self.writer.set_status(self.sweep, "interrupted")
             raise
-        self.sweep.status = "finished"
-        self.sweep.finished_at = utc_now()
-        self.writer.save_sweep(self.sweep)
-
-    def revoke_in_flight(self) -> list[str]:
-        """Stop what is running (the worker kills the remote process group); returns the task ids."""
-        ids = list(self._in_flight)
-        for tid in ids:
-            self.app.control.revoke(tid, terminate=True, signal="SIGTERM")  # type: ignore[attr-defined]
-        return ids
+        self.writer.set_status(self.sweep, "finished")
 
     # -- internals -------------------------------------------------------------------------------------
     def _waiting_any(self) -> bool:
@@ -159,11 +174,10 @@ class Dispatcher:
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle.
-        runs = self.sweep.attempts.setdefault(cell.id, [])
-        runs.append(AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
-        self.writer.save_sweep(self.sweep)
+        self.writer.dispatched(
+            self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
         try:
-            ar = self.app.send_task(  # type: ignore[attr-defined]
+            ar = self.app.send_task(
                 "fleet.run_attempt",
                 args=[req.model_dump(mode="json")],
                 task_id=task_id,
@@ -191,16 +205,21 @@ class Dispatcher:
             if state not in ("SUCCESS", "FAILURE", "REVOKED"):
                 continue
             result = self._result_of(f, state)
-            f.async_result.forget()
+            self._record(f.cell, result)
+            # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
             self._per_host[f.cell.host] -= 1
-            self._record(f.cell, result)
+            f.async_result.forget()
             progressed = True
         return progressed
 
     def _result_of(self, f: _InFlight, state: str) -> AttemptResult:
         if state == "SUCCESS":
-            return AttemptResult.model_validate(f.async_result.result)
+            try:
+                return AttemptResult.model_validate(f.async_result.result)
+            except ValueError as exc:  # pydantic's ValidationError: a worker of another version, or a hostile one
+                return harness_failure(self.sweep.id, f.cell, f.attempt, "worker_error",
+                                       f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
         exc = f.async_result.result
         if isinstance(exc, WorkerLostError) or "WorkerLostError" in type(exc).__name__:
             reason, error = "worker_lost", f"the worker running the attempt died: {exc}"
@@ -211,38 +230,85 @@ class Dispatcher:
         return harness_failure(self.sweep.id, f.cell, f.attempt, reason, error)
 
     def _record(self, cell: Cell, result: AttemptResult) -> None:
-        if not self.writer.record_attempt(self.sweep, result):
+        recorded = record_result(self.writer, self.sweep, cell, result, self.on_event)
+        if recorded is None:
             return
-        grade_attempt(self.writer, self.sweep, cell, result.attempt)
-        retry = (
-            result.status == "harness_failure"
-            and result.reason not in NOT_RETRIED
-            and result.attempt < self._limit.get(cell.id, self.retry.max_attempts)
-        )
-        self.on_event(Event("recorded", cell, result.attempt, result=result, final=not retry))
+        result, grade = recorded
+        # The summary's failure code is classify()'s answer, kept current by record_attempt and record_grade.
+        summary = next(a for a in self.sweep.attempts[cell.id] if a.attempt == result.attempt)
+        retry = (bool(summary.failure) and is_retried(summary.failure)
+                 and result.attempt < self._limit.get(cell.id, self.retry.max_attempts))
+        self.on_event(Event("recorded", cell, result.attempt, result=result, final=not retry, grade=grade))
         if retry:
             delay = self.retry.delay(result.attempt)
             heapq.heappush(self._retries, (time.monotonic() + delay, next(self._seq), cell, result.attempt + 1))
             self.on_event(Event("retry_scheduled", cell, result.attempt + 1, delay_s=delay))
 
+    def _settle_in_flight(self, why: BaseException) -> None:
+        """Stopping: revoke what runs (the worker kills the remote agent's group) and record every attempt in
+        flight, so none stays ``running``: its result if it already arrived, else ``revoked``."""
+        name = type(why).__name__
+        for task_id, f in list(self._in_flight.items()):
+            try:
+                self.app.control.revoke(task_id, terminate=True, signal="SIGTERM")
+            except Exception:  # noqa: BLE001 - the broker may be the reason we stop; the launcher's deadline is the backstop
+                pass
+            result = None
+            try:
+                if f.async_result.state == "SUCCESS":
+                    result = self._result_of(f, "SUCCESS")
+            except Exception:  # noqa: BLE001 - the backend may be gone
+                result = None
+            if result is None:
+                result = harness_failure(self.sweep.id, f.cell, f.attempt, "revoked",
+                                         f"the sweep was stopped ({name}) before this attempt's result came; the attempt "
+                                         "was revoked and a late result is discarded")
+            try:
+                record_result(self.writer, self.sweep, f.cell, result, self.on_event)
+            except FleetError:
+                pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
+            del self._in_flight[task_id]
 
-def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int) -> str:
-    """Grade a stored attempt from its folder and record the grade; returns the grade's name."""
+
+def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: AttemptResult,
+                  on_event: Callable[[Event], None] = lambda e: None) -> tuple[AttemptResult, str] | None:
+    """Record one attempt's result and grade it; returns the result as recorded and its grade's name ("" when it
+    could not be graded), or None when that attempt was already recorded (a second delivery). A delivery the store refuses (corrupt or
+    refused artifacts, a write error) is recorded as the attempt's harness failure instead, so one bad
+    delivery never stops the sweep. Raises only when even that record cannot be written."""
+    try:
+        if not writer.record_attempt(sweep, result):
+            return None
+    except (InfrastructureError, StoreError) as exc:
+        reason = exc.reason if isinstance(exc, InfrastructureError) else "store_error"
+        on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: {exc}"))
+        failed = harness_failure(sweep.id, cell, result.attempt, reason, str(exc))
+        # What is known of the run stays on record; only the delivery's files are refused.
+        failed = failed.model_copy(update={
+            k: getattr(result, k) for k in ("model", "agent_command", "agent_version", "agent_kind", "harness_commit",
+                                            "worker", "workspace", "host_facts", "started_at", "ended_at", "duration_s")})
+        if not writer.record_attempt(sweep, failed):
+            return None
+        result = failed
+    try:
+        return result, grade_attempt(writer, sweep, cell, result.attempt).grade
+    except FleetError as exc:
+        on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: cannot grade: {exc}"))
+        return result, ""
+
+
+def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int) -> "Grade":
+    """Grade a stored attempt from its folder and record the grade."""
     from harness.grading import evidence_from_attempt, grade
 
     folder = writer.store.attempt_dir(sweep.id, cell.id, attempt)
     g = grade(evidence_from_attempt(folder, sweep.items[cell.item]))
     writer.record_grade(sweep, cell.id, attempt, g)
-    return g.grade
-
-
-NOT_RETRIED = frozenset({"revoked", "agent_missing", "agent_unsuited"})
-"""Harness failures a retry cannot mend: a revoked attempt (the user stopped it), a missing agent program, an
-agent that cannot work with the host's setup."""
+    return g
 
 
 def harness_failure(sweep_id: str, cell: Cell, attempt: int, reason: str, error: str) -> AttemptResult:
-    """A result for an attempt that never reported one itself (worker lost, abandoned, revoked)."""
+    """A result for an attempt that never reported one itself (worker lost, abandoned, revoked, refused)."""
     now = utc_now()
     return AttemptResult(
         sweep_id=sweep_id, cell_id=cell.id, attempt=attempt, status="harness_failure", reason=reason, error=error,

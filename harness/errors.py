@@ -17,6 +17,9 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
     ├── StoreError                            the results directory cannot be read or written
     ├── DispatchError                         the queue (broker, result backend) failed
+    ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
+    ├── NothingMeasured              exit 3   the sweep ran, but every cell ended in a harness failure
+    ├── GradeGate                    exit 4   a cell's grade is one of those given to --fail-on
     └── InfrastructureError                   the fleet failed, not the model: graded HARNESS_FAILURE
         ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
         ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
@@ -50,6 +53,9 @@ __all__ = [
     "TranscriptImportError",
     "StoreError",
     "DispatchError",
+    "SweepInterrupted",
+    "NothingMeasured",
+    "GradeGate",
     "InfrastructureError",
     "HostUnreachable",
     "HostKeyMismatch",
@@ -116,6 +122,34 @@ class StoreError(FleetError):
 
 class DispatchError(FleetError):
     """The queue failed: the broker or the result backend cannot be reached or answered wrongly."""
+
+
+class SweepInterrupted(FleetError):
+    """A sweep was stopped by Ctrl-C, SIGTERM or SIGHUP. What was in flight was revoked and recorded; the
+    sweep is ``interrupted`` and ``fleet resume ID`` continues it."""
+
+    exit_code = 130
+
+    def __init__(self, sweep_id: str, how: str, *, resumable: bool = True) -> None:
+        self.sweep_id = sweep_id
+        self.how = how
+        if resumable:
+            text = f"interrupted ({how}); continue with `fleet resume {sweep_id}`"
+        else:
+            text = f"interrupted ({how}) before anything was dispatched; nothing was kept"
+        super().__init__(text)
+
+
+class NothingMeasured(FleetError):
+    """The sweep ran to its end, but no cell was measured: every one ended in a harness failure."""
+
+    exit_code = 3
+
+
+class GradeGate(FleetError):
+    """``--fail-on``: at least one cell's grade is one of the grades the user gates on."""
+
+    exit_code = 4
 
 
 class InfrastructureError(FleetError):

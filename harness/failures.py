@@ -20,7 +20,7 @@ from typing import Literal, get_args
 
 from harness import errors
 
-__all__ = ["FailureReason", "Failure", "Reason", "REASONS", "classify", "is_reason", "exception_for"]
+__all__ = ["FailureReason", "Failure", "Reason", "REASONS", "classify", "is_reason", "is_retried", "exception_for"]
 
 FailureReason = Literal[
     "host_unreachable",
@@ -94,6 +94,13 @@ def is_reason(code: str) -> bool:
     return code in REASONS
 
 
+def is_retried(code: str) -> bool:
+    """Whether a harness failure with this code is tried again. An unknown code (a newer worker, an older
+    record) is still the fleet's failure: retrying it is the safe side."""
+    row = REASONS.get(code)
+    return row.retried if row is not None else True
+
+
 def exception_for(code: str) -> type[errors.InfrastructureError]:
     """The exception class that carries ``code`` (the base class for codes raised by no code path)."""
     r = REASONS.get(code)
@@ -121,9 +128,7 @@ def classify(status: str, reason: str = "", grade: str = "", grade_failure: str 
         code = grade_failure or reason or "infrastructure"
     else:
         return None
-    row = REASONS.get(code)
-    # An unknown code (a newer worker, an older record) is still the fleet's failure; retrying is the safe side.
-    return Failure(code, row.retried if row is not None else True)
+    return Failure(code, is_retried(code))
 
 
 assert set(REASONS) == set(get_args(FailureReason)), "every failure code has exactly one row"

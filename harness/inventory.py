@@ -18,6 +18,7 @@ A bad file raises ``InventoryError(file, key path, problem)``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -157,7 +158,11 @@ class Inventory(_Strict):
     """A validated inventory file."""
 
     schema_version: Literal[1] = INVENTORY_SCHEMA_VERSION
-    path: str = Field(default="", description="The file it was read from.")
+    path: str = Field(default="", description="The file it was read from, as the user named it (for messages).")
+    absolute_path: str = Field(default="", description="The same file's absolute path, recorded with a sweep so "
+                               "`resume` and `rerun` find it from any folder.")
+    sha256: str = Field(default="", description="sha256 of the file's bytes, recorded with a sweep: a later "
+                        "`resume` says when the inventory changed since.")
     hosts: dict[str, Host]
 
     def select(self, names: list[str] | None) -> list[Host]:
@@ -201,4 +206,8 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
         data = _merge(raw.defaults, table)
         data["name"] = host_name
         hosts[host_name] = validate(Host, data, name, InventoryError, prefix=f"hosts.{host_name}")
-    return Inventory(path=name, hosts=hosts)
+    try:
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+    except OSError as exc:  # read_toml read it a moment ago: a file that vanished since
+        raise InventoryError(name, "", f"cannot read: {exc.strerror or exc}") from None
+    return Inventory(path=name, absolute_path=str(file.resolve()), sha256=digest, hosts=hosts)

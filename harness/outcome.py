@@ -2,11 +2,14 @@
 
 A graded attempt shows its grade (DELIVERED, PARTIAL, NOTHING, CODE_IN_CHAT, HARNESS_FAILURE with its
 reason). An attempt not graded yet shows its status: ``ok`` (exit 0), ``exit N``, ``timeout``, or
-``running`` / ``pending``.
+``running`` / ``pending``; an attempt still marked running in a sweep nobody writes any more (its
+coordinator was killed) shows ``abandoned`` until ``fleet resume`` settles it. Whether an attempt is a
+harness failure is ``harness.failures.classify``'s decision, the same one the dispatcher retries on.
 """
 
 from __future__ import annotations
 
+from harness.failures import classify
 from harness.records import AttemptSummary
 
 __all__ = ["label", "STYLES"]
@@ -22,17 +25,19 @@ STYLES = {
     "timeout": "yellow",
     "pending": "dim",
     "running": "cyan",
+    "abandoned": "red",
 }
 
 
-def label(a: AttemptSummary | None) -> tuple[str, str]:
-    """(text, rich style) for a cell whose last attempt is ``a``."""
+def label(a: AttemptSummary | None, live: bool = True) -> tuple[str, str]:
+    """(text, rich style) for a cell whose last attempt is ``a``; ``live``: a coordinator is writing the sweep."""
     if a is None:
         return "pending", STYLES["pending"]
     if a.status == "dispatched":
-        return "running", STYLES["running"]
-    if a.status == "harness_failure" or a.grade == "HARNESS_FAILURE":
-        return f"HARNESS_FAILURE({a.reason})" if a.reason else "HARNESS_FAILURE", STYLES["HARNESS_FAILURE"]
+        return ("running", STYLES["running"]) if live else ("abandoned", STYLES["abandoned"])
+    failure = classify(a.status, a.reason, a.grade, a.failure)
+    if failure is not None:
+        return f"HARNESS_FAILURE({failure.reason})", STYLES["HARNESS_FAILURE"]
     if a.grade:
         return a.grade, STYLES[a.grade]
     if a.status == "timeout":

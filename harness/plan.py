@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from pathlib import Path
 from datetime import datetime, timezone
 
 from harness.catalog import Catalog, Item, draw_values
@@ -17,15 +18,12 @@ __all__ = ["plan_sweep", "new_sweep_id"]
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def new_sweep_id(label: str, taken: set[str]) -> str:
-    """``YYYYmmdd-HHMMSS-<label>``: sorts by time, says what it was for."""
+def new_sweep_id(label: str) -> str:
+    """``YYYYmmdd-HHMMSS-<label>``: sorts by time, says what it was for. Only a proposal: the store's
+    ``claim_sweep_id`` makes it unique (``-2``, ``-3``, ...) by creating the sweep's folder."""
     if label and not _LABEL.match(label):
         raise UsageError(f"--label {label!r}: use letters, digits, '.', '_' and '-' (at most 64)")
-    base = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + (label or "sweep")
-    sweep_id, n = base, 2
-    while sweep_id in taken:
-        sweep_id, n = f"{base}-{n}", n + 1
-    return sweep_id
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + (label or "sweep")
 
 
 def _agents_for(host: Host, agents: list[str] | None, inventory: Inventory) -> list[str]:
@@ -58,7 +56,6 @@ def plan_sweep(
     agents: list[str] | None = None,
     repeat: int = 1,
     label: str = "",
-    taken: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> SweepRecord:
     """The sweep record with every cell planned and no attempt yet."""
     if repeat < 1:
@@ -75,11 +72,12 @@ def plan_sweep(
         for rep in range(1, item.repetitions * repeat + 1)
     ]
     return SweepRecord(
-        id=new_sweep_id(label, set(taken)),
+        id=new_sweep_id(label),
         label=label,
         created_at=utc_now(),
-        inventory=inventory.path,
-        prompts=catalog.root,
+        inventory=inventory.absolute_path or inventory.path,
+        inventory_sha256=inventory.sha256,
+        prompts=str(Path(catalog.root).resolve()),
         harness_commit=harness_commit(),
         options={"hosts": hosts, "items": items, "round": round_name, "agents": agents, "repeat": repeat},
         hosts={h.name: HostSummary.of(h) for h in chosen_hosts},

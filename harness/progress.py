@@ -38,8 +38,8 @@ class SweepProgress:
             per_host[c.host] += 1
         for host, total in per_host.items():
             self.tasks[host] = self.progress.add_task(host, total=total, running=0, finished=0, failed=0)
-            done = sum(1 for c in sweep.cells if c.host == host and sweep.last(c.id) is not None
-                       and sweep.last(c.id).status not in ("dispatched", "harness_failure"))  # type: ignore[union-attr]
+            done = sum(1 for c in sweep.cells if c.host == host and (a := sweep.last(c.id)) is not None
+                       and a.status != "dispatched" and not a.failure)
             self.progress.update(self.tasks[host], completed=done)
         self.progress.start()
 
@@ -54,7 +54,8 @@ class SweepProgress:
         elif e.kind == "recorded" and e.result is not None:
             c["running"] = max(0, c["running"] - 1)
             r = e.result
-            if r.status == "harness_failure":
+            harness_failed = r.status == "harness_failure" or e.grade == "HARNESS_FAILURE"
+            if harness_failed:
                 c["failed"] += 1
             if e.final:
                 c["finished"] += 1
@@ -62,15 +63,19 @@ class SweepProgress:
             if not self.console.is_terminal:
                 detail = f" {r.reason}: {r.error}" if r.status == "harness_failure" else (
                     f" exit {r.exit_code}" if r.status == "finished" else "")
-                self.console.print(f"{e.cell.id} attempt {r.attempt}: {r.status}{detail}", markup=False, highlight=False)
+                graded = f" -> {e.grade}" if e.grade else ""
+                self.console.print(f"{e.cell.id} attempt {r.attempt}: {r.status}{detail}{graded}", markup=False, highlight=False)
+        elif e.kind == "warning":
+            self.console.print(f"warning: {e.text}", markup=False, highlight=False, style="yellow")
         elif e.kind == "retry_scheduled" and not self.console.is_terminal:
             self.console.print(f"{e.cell.id}: retrying as attempt {e.attempt} in {e.delay_s:.0f} s", markup=False)
         if host in self.tasks:
             self.progress.update(self.tasks[host], **c)
 
 
-def matrix_table(sweep: SweepRecord) -> Table:
-    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes.
+def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
+    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes (``live``: a
+    coordinator still writes the sweep, so an attempt without a result is running, not abandoned).
 
     The longer side goes down: a fleet of six hosts with three items has a row per host, one host with ten
     items a row per item, so the table fits a terminal (or a log 80 columns wide) either way.
@@ -80,7 +85,7 @@ def matrix_table(sweep: SweepRecord) -> Table:
     cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for c in sweep.cells:
         runner = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
-        text, style = label(sweep.last(c.id))
+        text, style = label(sweep.last(c.id), live)
         n = len(sweep.attempts.get(c.id) or [])
         suffix = f" ×{n}" if n > 1 else ""
         cells[runner][c.item].append(f"[{style}]{text}{suffix}[/]")

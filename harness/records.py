@@ -199,7 +199,8 @@ class SweepRecord(_Record):
     created_at: str
     finished_at: str = ""
     status: Literal["planned", "running", "finished", "interrupted"] = "planned"
-    inventory: str
+    inventory: str = Field(description="The inventory file's absolute path (older sweeps: as it was given).")
+    inventory_sha256: str = Field(default="", description="sha256 of the inventory file when the sweep was planned.")
     prompts: str
     harness_commit: str
     options: dict[str, str | int | list[str] | None] = Field(default_factory=dict)

@@ -5,7 +5,8 @@ Layout (docs/store.md)::
     runs/
       index.sqlite                       derived index of sweeps, attempts and artifacts
       <sweep-id>/
-        sweep.json                       SweepRecord: plan, attempt summaries, state
+        sweep.json                       SweepRecord snapshot: plan, attempt summaries, state
+        journal.jsonl                    every change since that snapshot, one JSON line each
         .lock                            held by the one process writing this sweep
         <host>/<item>/<agent>/r<rep>/attempt-<k>/
           meta.json                      AttemptResult without artifact contents
@@ -13,6 +14,13 @@ Layout (docs/store.md)::
 
 One writer: the coordinator holds an exclusive lock on the sweep while it writes. Every file is written
 to a temporary name and renamed, so a reader never sees half a file and a crash never leaves one.
+
+Why a journal: a sweep's state changes a few times per attempt (dispatched, recorded, graded). Rewriting
+the whole of sweep.json each time costs what the sweep's size costs (34 ms per attempt at 3,000 cells,
+growing); appending one line to journal.jsonl costs the same at 100 cells and at 100,000. The state is
+sweep.json plus the journal replayed over it (every entry is an idempotent upsert, so replaying one the
+snapshot already holds changes nothing). A new snapshot is written when the journal has grown past the
+number of cells (so the cost stays flat, amortized), when the writer closes, and on demand.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 import tempfile
 from contextlib import contextmanager
@@ -28,7 +37,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from pydantic import ValidationError
 
-from harness.errors import StoreError, UsageError
+from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
 from harness.records import AttemptResult, AttemptSummary, SweepRecord, sha256_hex, utc_now
 
 if TYPE_CHECKING:
@@ -68,10 +77,11 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def _safe_relpath(name: str) -> PurePosixPath:
-    """An artifact name from a worker must stay inside the attempt folder."""
+    """An artifact name from a worker must stay inside the attempt folder, and never replace the records."""
     p = PurePosixPath(name)
-    if p.is_absolute() or ".." in p.parts or not p.parts or name.startswith("meta.json"):
-        raise StoreError(f"refusing artifact name {name!r}")
+    if (p.is_absolute() or ".." in p.parts or not p.parts or "\x00" in name
+            or p.parts[0] in ("meta.json", "grade.json", "grades.jsonl")):
+        raise ArtifactRefused(f"refusing artifact name {name!r}: it points outside the attempt folder or at its record")
     return p
 
 
@@ -98,6 +108,9 @@ CREATE TABLE IF NOT EXISTS artifacts (
 """
 
 
+JOURNAL = "journal.jsonl"
+
+
 class Store:
     """The results directory. Reading is free; writing a sweep needs ``writer(sweep_id)``."""
 
@@ -106,19 +119,24 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------------
     def sweep_dir(self, sweep_id: str) -> Path:
-        if not sweep_id or "/" in sweep_id or sweep_id.startswith("."):
+        if not sweep_id or "/" in sweep_id or sweep_id.startswith(".") or "\x00" in sweep_id:
             raise UsageError(f"bad sweep id {sweep_id!r}")
         return self.root / sweep_id
 
     def load_sweep(self, sweep_id: str) -> SweepRecord:
+        """The sweep's state: its snapshot with the journal replayed over it."""
         path = self.sweep_dir(sweep_id) / "sweep.json"
         try:
-            return SweepRecord.model_validate_json(path.read_bytes())
+            sweep = SweepRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
             known = ", ".join(self.list_sweeps()[-5:]) or "none"
             raise UsageError(f"{self.root}: no sweep {sweep_id!r} (latest: {known})") from None
         except ValidationError as exc:
-            raise StoreError(f"{path}: not a valid sweep record: {exc.errors()[0]['msg']}") from None
+            raise StoreError(f"{path}: not a valid sweep record: {_first_error(exc)}") from None
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        _replay(sweep, path.parent / JOURNAL)
+        return sweep
 
     def list_sweeps(self) -> list[str]:
         if not self.root.is_dir():
@@ -132,6 +150,19 @@ class Store:
             raise UsageError(f"{self.root}: no sweeps yet")
         return sweeps[-1]
 
+    def is_being_written(self, sweep_id: str) -> bool:
+        """True while some process holds the sweep's writer lock (a coordinator is running it)."""
+        lock_path = self.sweep_dir(sweep_id) / ".lock"
+        if not lock_path.exists():
+            return False
+        with open(lock_path, "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return False
+
     def attempt_dir(self, sweep_id: str, cell_id: str, attempt: int) -> Path:
         return self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}"
 
@@ -143,29 +174,58 @@ class Store:
             raise UsageError(f"{path}: no such attempt") from None
 
     # -- writing ---------------------------------------------------------------------------------
+    def claim_sweep_id(self, base: str) -> str:
+        """Make the sweep's folder under the first free id ``base``, ``base-2``, ...; the folder's creation
+        is the claim, so two coordinators started in the same second with the same label never share an id
+        (and so never share task ids or remote attempt folders)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.root}: {exc.strerror or exc}") from exc
+        n = 1
+        while True:
+            sweep_id = base if n == 1 else f"{base}-{n}"
+            try:
+                (self.root / sweep_id).mkdir()
+                return sweep_id
+            except FileExistsError:
+                n += 1
+            except OSError as exc:
+                raise StoreError(f"cannot create {self.root / sweep_id}: {exc.strerror or exc}") from exc
+
+    def discard_sweep(self, sweep_id: str) -> None:
+        """Remove a sweep that never dispatched anything (it failed before it began), so it never
+        becomes "the latest sweep"."""
+        shutil.rmtree(self.sweep_dir(sweep_id), ignore_errors=True)
+
     @contextmanager
     def writer(self, sweep_id: str) -> Iterator["SweepWriter"]:
         """Hold the sweep's lock while writing; a second writer gets a clear error, not a race."""
         d = self.sweep_dir(sweep_id)
-        d.mkdir(parents=True, exist_ok=True)
-        lock = open(d / ".lock", "a+")
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            lock = open(d / ".lock", "a+")
+        except OSError as exc:
+            raise StoreError(f"cannot write {d}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.close()
             raise UsageError(f"sweep {sweep_id} is being written by another fleet process") from None
+        w = SweepWriter(self, sweep_id)
         try:
-            yield SweepWriter(self, sweep_id)
+            yield w
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            lock.close()
+            try:
+                w.close()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                lock.close()
 
     @contextmanager
     def index(self) -> Iterator[sqlite3.Connection]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.root / "index.sqlite", timeout=30)
+        db = self._connect_index()
         try:
-            db.executescript(_SCHEMA)
             with db:
                 yield db
         except sqlite3.Error as exc:
@@ -173,27 +233,171 @@ class Store:
         finally:
             db.close()
 
+    def _connect_index(self) -> sqlite3.Connection:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.root / "index.sqlite", timeout=30)
+            db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.root / 'index.sqlite'}: {exc}") from exc
+        return db
+
+
+def _first_error(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    where = ".".join(str(x) for x in e.get("loc", ()))
+    return f"{where}: {e['msg']}" if where else e["msg"]
+
+
+def _replay(sweep: SweepRecord, journal: Path) -> None:
+    """Apply the journal's entries to the snapshot, in order. A last line cut by a crash (no newline) is
+    ignored: it was never acknowledged. Any other bad line is a corrupt store, said with its line."""
+    try:
+        data = journal.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{journal}: cannot read: {exc.strerror or exc}") from None
+    lines = data.split(b"\n")
+    if lines and lines[-1]:
+        lines = lines[:-1]  # a torn last write
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            entry = json.loads(raw)
+            kind = entry["t"]
+            if kind == "attempt":
+                _upsert(sweep, entry["cell"], AttemptSummary.model_validate(entry["summary"]))
+            elif kind == "status":
+                sweep.status = entry["status"]
+                sweep.finished_at = entry.get("finished_at", sweep.finished_at)
+            else:
+                raise ValueError(f"unknown entry type {kind!r}")
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            why = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise StoreError(f"{journal}: line {n}: {why}") from None
+
+
+def _upsert(sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
+    runs = sweep.attempts.setdefault(cell_id, [])
+    for i, a in enumerate(runs):
+        if a.attempt == summary.attempt:
+            runs[i] = summary
+            return
+    runs.append(summary)
+    runs.sort(key=lambda a: a.attempt)
+
 
 class SweepWriter:
-    """Writes one sweep. Only made by ``Store.writer``, which holds the lock."""
+    """Writes one sweep. Only made by ``Store.writer``, which holds the lock.
+
+    Every change to the sweep's state goes through here: ``save_sweep`` writes a snapshot, the other
+    methods append one journal line each (flushed and fsynced before they return)."""
 
     def __init__(self, store: Store, sweep_id: str) -> None:
         self.store = store
         self.sweep_id = sweep_id
+        self._sweep: SweepRecord | None = None
+        self._journal_lines = 0
+        self._journal = None  # type: ignore[var-annotated]
+        self._db: sqlite3.Connection | None = None
+
+    # -- the journal --------------------------------------------------------------------------------
+    def _append(self, entry: dict) -> None:
+        path = self.store.sweep_dir(self.sweep_id) / JOURNAL
+        try:
+            if self._journal is None:
+                self._journal = open(path, "ab")
+            self._journal.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self._journal_lines += 1
+        sweep = self._sweep
+        if sweep is not None and self._journal_lines > max(1000, len(sweep.cells)):
+            self.save_sweep(sweep)
+
+    def _journal_attempt(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
+        self._sweep = sweep
+        self._append({"t": "attempt", "cell": cell_id, "summary": summary.model_dump(mode="json")})
+
+    def set_status(self, sweep: SweepRecord, status: str) -> None:
+        """The sweep's state (running, finished, interrupted), journaled; the index row follows."""
+        sweep.status = status  # type: ignore[assignment]
+        if status == "finished" and not sweep.finished_at:
+            sweep.finished_at = utc_now()
+        self._sweep = sweep
+        self._append({"t": "status", "status": status, "finished_at": sweep.finished_at})
+        self._index_sweep(sweep)
+
+    def dispatched(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
+        """An attempt was (about to be) sent: recorded first, so a coordinator that dies in between leaves an
+        attempt for ``resume`` to settle rather than a task nobody waits for."""
+        _upsert(sweep, cell_id, summary)
+        self._journal_attempt(sweep, cell_id, summary)
 
     def save_sweep(self, sweep: SweepRecord) -> None:
-        atomic_write(self.store.sweep_dir(sweep.id) / "sweep.json", sweep.model_dump_json(indent=2).encode())
-        with self.store.index() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?)",
-                (sweep.id, sweep.label, sweep.created_at, sweep.finished_at, sweep.status, sweep.harness_commit, len(sweep.cells)),
-            )
+        """Write a snapshot of the whole sweep (sweep.json) and start an empty journal."""
+        d = self.store.sweep_dir(sweep.id)
+        atomic_write(d / "sweep.json", sweep.model_dump_json(indent=2).encode())
+        # After the snapshot is durable the journal's entries are all in it; a crash between the two only
+        # means they are replayed once more, which changes nothing.
+        try:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+            if (d / JOURNAL).exists():
+                atomic_write(d / JOURNAL, b"")
+        except OSError as exc:
+            raise StoreError(f"cannot write {d / JOURNAL}: {exc.strerror or exc}") from exc
+        self._journal_lines = 0
+        self._sweep = sweep
+        self._index_sweep(sweep)
 
+    def close(self) -> None:
+        """Leave a snapshot of what was journaled, so sweep.json alone tells the final state."""
+        try:
+            if self._sweep is not None and self._journal_lines:
+                self.save_sweep(self._sweep)
+        finally:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- the index ----------------------------------------------------------------------------------
+    def _execute(self, *statements: tuple[str, list | tuple]) -> None:
+        """Run statements in one transaction on the writer's own connection (kept open: opening one per
+        attempt costs more than the attempt's rows)."""
+        if self._db is None:
+            self._db = self.store._connect_index()
+        try:
+            with self._db:
+                for sql, params in statements:
+                    if params and isinstance(params, list):
+                        self._db.executemany(sql, params)
+                    elif not isinstance(params, list):
+                        self._db.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.store.root / 'index.sqlite'}: {exc}") from exc
+
+    def _index_sweep(self, sweep: SweepRecord) -> None:
+        self._execute(("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?)",
+                       (sweep.id, sweep.label, sweep.created_at, sweep.finished_at, sweep.status, sweep.harness_commit,
+                        len(sweep.cells))))
+
+    # -- attempts and grades ------------------------------------------------------------------------------
     def record_attempt(self, sweep: SweepRecord, result: AttemptResult) -> bool:
         """Store one attempt's files, meta.json and index rows, and update ``sweep`` in memory.
 
         Returns False (and writes nothing) when that attempt is already recorded: a task delivered
-        twice must not record a cell twice.
+        twice must not record a cell twice. A delivery that cannot be stored raises ``ArtifactCorrupt``,
+        ``ArtifactRefused`` (bad bytes or names: nothing is written) or ``StoreError`` (the disk refused:
+        what was written of it is removed again); the sweep's state is unchanged in every case.
         """
         runs = sweep.attempts.setdefault(result.cell_id, [])
         summary = next((a for a in runs if a.attempt == result.attempt), None)
@@ -203,14 +407,27 @@ class SweepWriter:
         # Check every artifact before writing any, so a refused delivery leaves no file behind.
         files = []
         for art in result.artifacts:
-            data = art.data()
+            path = folder / _safe_relpath(art.name)
+            try:
+                data = art.data()
+            except ValueError:
+                raise ArtifactCorrupt(f"{result.cell_id} attempt {result.attempt}: artifact {art.name} is not valid "
+                                      "base64", host=result.host) from None
             if sha256_hex(data) != art.sha256 or len(data) != art.size:
-                raise StoreError(f"{result.cell_id} attempt {result.attempt}: artifact {art.name} arrived corrupted")
-            files.append((folder / _safe_relpath(art.name), data))
-        for path, data in files:
-            atomic_write(path, data)
-        # meta.json last: its presence means the attempt is complete on disk.
-        atomic_write(folder / "meta.json", json.dumps(result.meta(), indent=2).encode())
+                raise ArtifactCorrupt(f"{result.cell_id} attempt {result.attempt}: artifact {art.name} arrived "
+                                      "corrupted (size or sha256 differ)", host=result.host)
+            files.append((path, data))
+        written: list[Path] = []
+        try:
+            for path, data in files:
+                atomic_write(path, data)
+                written.append(path)
+            # meta.json last: its presence means the attempt is complete on disk.
+            atomic_write(folder / "meta.json", json.dumps(result.meta(), indent=2).encode())
+        except BaseException:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
         entry = AttemptSummary(
             attempt=result.attempt,
             task_id=summary.task_id if summary else "",
@@ -220,39 +437,34 @@ class SweepWriter:
             dispatched_at=summary.dispatched_at if summary else "",
             recorded_at=utc_now(),
             duration_s=result.duration_s,
+            failure=(result.reason or "infrastructure") if result.status == "harness_failure" else "",
         )
-        if summary is None:
-            runs.append(entry)
-            runs.sort(key=lambda a: a.attempt)
-        else:
-            runs[runs.index(summary)] = entry
-        with self.store.index() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    sweep.id, result.cell_id, result.attempt, result.host, result.item, result.agent,
-                    result.status, result.reason, result.exit_code, result.duration_s, result.started_at,
-                    result.ended_at, str(result.model.get("id", "")), result.harness_commit,
-                    str(folder.relative_to(self.store.root)),
-                ),
-            )
-            db.executemany(
-                "INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?)",
-                [(sweep.id, result.cell_id, result.attempt, a.name, a.size, a.sha256) for a in result.artifacts],
-            )
-        self.save_sweep(sweep)
+        self._execute(
+            ("INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             (sweep.id, result.cell_id, result.attempt, result.host, result.item, result.agent,
+              result.status, result.reason, result.exit_code, result.duration_s, result.started_at,
+              result.ended_at, str(result.model.get("id", "")), result.harness_commit,
+              str(folder.relative_to(self.store.root)))),
+            ("INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?)",
+             [(sweep.id, result.cell_id, result.attempt, a.name, a.size, a.sha256) for a in result.artifacts]),
+        )
+        _upsert(sweep, result.cell_id, entry)
+        self._journal_attempt(sweep, result.cell_id, entry)
         return True
 
     def record_grade(self, sweep: SweepRecord, cell_id: str, attempt: int, grade: "Grade") -> None:
         """``grade.json`` is the latest grade; ``grades.jsonl`` keeps every grade ever given (regrades too)."""
+        from harness.failures import classify
+
         write_grade_files(self.store.attempt_dir(sweep.id, cell_id, attempt), grade)
-        for a in sweep.attempts.get(cell_id) or []:
-            if a.attempt == attempt:
-                a.grade = grade.grade
-        with self.store.index() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-                (sweep.id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
-                 grade.stop.reason if grade.stop else "", grade.graded_at),
-            )
-        self.save_sweep(sweep)
+        summary = next((a for a in sweep.attempts.get(cell_id) or [] if a.attempt == attempt), None)
+        self._execute(
+            ("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
+             (sweep.id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
+              grade.stop.reason if grade.stop else "", grade.graded_at)),
+        )
+        if summary is not None:
+            summary.grade = grade.grade
+            failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
+            summary.failure = failure.reason if failure else ""
+            self._journal_attempt(sweep, cell_id, summary)

@@ -4,6 +4,7 @@ the sqlite index, the single writer)."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from harness import version
 from harness.catalog import load_catalog
-from harness.errors import StoreError, UsageError
+from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
 from harness.inventory import load_inventory
 from harness.plan import plan_sweep
 from harness.records import Artifact, AttemptResult, AttemptSummary, SweepRecord, sha256_hex
@@ -133,10 +134,31 @@ def test_plan_rejects_bad_options(inv, cat) -> None:  # type: ignore[no-untyped-
         plan_sweep(inv, cat, label="bad label/..")
 
 
-def test_sweep_ids_do_not_collide(inv, cat) -> None:  # type: ignore[no-untyped-def]
-    a = plan_sweep(inv, cat, items=["01"], label="x")
-    b = plan_sweep(inv, cat, items=["01"], label="x", taken={a.id})
-    assert a.id != b.id
+def _claim(root: str, base: str, go, out) -> None:  # type: ignore[no-untyped-def]
+    go.wait()
+    out.put(Store(root).claim_sweep_id(base))
+
+
+def test_sweep_ids_are_claimed_once_even_by_processes_racing(tmp_path: Path) -> None:
+    """Eight processes propose the same id in the same instant: each gets its own, and its own folder."""
+    ctx = multiprocessing.get_context("fork")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_claim, args=(str(tmp_path / "runs"), "20261201-000000-x", go, out)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    go.set()
+    ids = [out.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert sorted(ids) == sorted(["20261201-000000-x"] + [f"20261201-000000-x-{n}" for n in range(2, 9)])
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(ids)
+
+
+def test_a_claimed_id_is_never_handed_out_again(tmp_path: Path) -> None:
+    store = Store(tmp_path / "runs")
+    first = store.claim_sweep_id("20261201-000000-x")
+    # A claimed folder without sweep.json yet (its coordinator is still planning) is taken all the same.
+    assert store.claim_sweep_id("20261201-000000-x") == f"{first}-2"
 
 
 # -- the store -------------------------------------------------------------------------------------------
@@ -257,7 +279,8 @@ def test_second_record_of_an_attempt_changes_nothing(planned) -> None:  # type: 
             rows_before = db.execute("SELECT * FROM attempts").fetchall()
         again = _result(sweep, exit_code=1, artifacts=[Artifact.of("answer.txt", b"a different answer")])
         assert w.record_attempt(sweep, again) is False
-    after = {p: p.read_bytes() for p in (store.root / sweep.id).rglob("*") if p.is_file() and p.name != ".lock"}
+        # Compared before the writer closes: closing writes a snapshot of the (unchanged) state.
+        after = {p: p.read_bytes() for p in (store.root / sweep.id).rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == before
     assert (folder / "answer.txt").read_bytes() == b"the answer"
     assert [a.exit_code for a in sweep.attempts[cid]] == [0]
@@ -278,12 +301,13 @@ def test_a_second_attempt_is_kept_beside_the_first(planned) -> None:  # type: ig
     assert (store.attempt_dir(sweep.id, cid, 2) / "meta.json").is_file()
 
 
-@pytest.mark.parametrize("name", ["../x", "workspace/../../x", "/etc/passwd", "", "meta.json"])
+@pytest.mark.parametrize("name", ["../x", "workspace/../../x", "/etc/passwd", "", "meta.json", "grade.json",
+                                  "grades.jsonl", "a\x00b"])
 def test_refuses_artifact_names_outside_the_attempt(planned, name: str) -> None:  # type: ignore[no-untyped-def]
     store, sweep = planned
     bad = Artifact.of(name, b"evil")
     with store.writer(sweep.id) as w:
-        with pytest.raises(StoreError) as err:
+        with pytest.raises(ArtifactRefused) as err:
             w.record_attempt(sweep, _result(sweep, artifacts=[bad]))
     assert repr(name) in str(err.value)
     assert not (store.root / sweep.id / "alpha" / "01-one" / "builtin" / "x").exists()
@@ -296,7 +320,7 @@ def test_corrupted_artifact_is_refused(planned) -> None:  # type: ignore[no-unty
     art = Artifact.of("answer.txt", b"the answer")
     tampered = art.model_copy(update={"sha256": sha256_hex(b"something else")})
     with store.writer(sweep.id) as w:
-        with pytest.raises(StoreError) as err:
+        with pytest.raises(ArtifactCorrupt) as err:
             w.record_attempt(sweep, _result(sweep, artifacts=[tampered]))
     assert "answer.txt" in str(err.value) and "corrupted" in str(err.value)
     folder = store.attempt_dir(sweep.id, sweep.cells[0].id, 1)
@@ -309,7 +333,7 @@ def test_a_refused_delivery_writes_no_file_at_all(planned) -> None:  # type: ign
     good = _result(sweep).artifacts
     for bad in (Artifact.of("../x", b"evil"), good[0].model_copy(update={"size": 999})):
         with store.writer(sweep.id) as w:
-            with pytest.raises(StoreError):
+            with pytest.raises((ArtifactRefused, ArtifactCorrupt)):
                 w.record_attempt(sweep, _result(sweep, artifacts=[*good, bad]))
         assert not store.attempt_dir(sweep.id, sweep.cells[0].id, 1).exists()
         if (store.root / "index.sqlite").exists():
