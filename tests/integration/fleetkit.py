@@ -247,9 +247,22 @@ def run_fleet(args: list[str], namespace: str, env: dict[str, str] | None = None
                           timeout=timeout)
 
 
-def run_embedded(args: list[str], cwd: Path, home: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_embedded(args: list[str], cwd: Path, home: Path | None = None, timeout: float = 900,
+                 **extra: str) -> subprocess.CompletedProcess:
     """A `fleet` command as a user runs it on the embedded default: in ``cwd`` (so results go to
-    ``cwd/runs``), with its own ``$HOME`` (the local host's workdir) and no FLEET_* settings."""
+    ``cwd/runs``), with its own ``$HOME`` (the local host's workdir) and no FLEET_* settings but ``extra``."""
+    return subprocess.run(FLEET + args, cwd=cwd, env=embedded_env(cwd, home, **extra), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def embedded_env(cwd: Path, home: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a `fleet` command on the embedded default (no FLEET_* settings but ``extra``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env.update(HOME=str(home or cwd / "home"), PYTHONPATH=str(REPO), COLUMNS="200")
-    return subprocess.run(FLEET + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    env.update(HOME=str(home or cwd / "home"), PYTHONPATH=str(REPO), COLUMNS="200", **extra)
+    return env
+
+
+def start_embedded(args: list[str], cwd: Path, home: Path | None = None, **extra: str) -> subprocess.Popen:
+    """A `fleet` command on the embedded default, left running (for tests that stop it)."""
+    return subprocess.Popen(FLEET + args, cwd=cwd, env=embedded_env(cwd, home, **extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)

@@ -1,0 +1,33 @@
+"""Helpers shared by the unit tests: a synthetic sweep and attempt results, no inventory or prompt files."""
+
+from __future__ import annotations
+
+from harness.catalog import Item
+from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
+
+__all__ = ["synthetic_sweep", "finished_result"]
+
+
+def synthetic_sweep(sweep_id: str = "20261201-000000-t", hosts: int = 2, items: int = 3, reps: int = 1) -> SweepRecord:
+    """A planned sweep of hosts x items x reps cells for the builtin agent."""
+    host_names = [f"host{i}" for i in range(hosts)]
+    its = [Item(id=f"{i:02d}-item", number=f"{i:02d}", kind="open", title="t", prompt="p", timeout_s=60)
+           for i in range(1, items + 1)]
+    cells = [Cell(id=Cell.make_id(h, it.id, "builtin", r), host=h, item=it.id, agent="builtin", rep=r, seed=r)
+             for h in host_names for it in its for r in range(1, reps + 1)]
+    summary = HostSummary(name="h", transport="local", os="linux", address="", slots=1, tags=[], model_id="m",
+                          model_base_url="http://127.0.0.1:9/v1", context=4096, max_output=512)
+    return SweepRecord(id=sweep_id, created_at=utc_now(), inventory="/inv.toml", prompts="/prompts", harness_commit="c",
+                       hosts={h: summary.model_copy(update={"name": h}) for h in host_names},
+                       items={i.id: i for i in its}, cells=cells)
+
+
+def finished_result(sweep: SweepRecord, cell: Cell, attempt: int = 1, **fields) -> AttemptResult:  # type: ignore[no-untyped-def]
+    """A finished attempt with a few artifacts, as a worker sends it."""
+    data: dict = dict(
+        sweep_id=sweep.id, cell_id=cell.id, attempt=attempt, status="finished", exit_code=0, host=cell.host,
+        agent=cell.agent, item=cell.item, duration_s=1.0,
+        artifacts=[Artifact.of("agent.stdout", b"out\n"), Artifact.of("answer.txt", f"answer {cell.id}".encode())],
+    )
+    data.update(fields)
+    return AttemptResult(**data)
