@@ -21,8 +21,9 @@ from invoke.exceptions import CommandTimedOut
 from harness.errors import HostKeyMismatch, HostLost, HostUnreachable, InfrastructureError
 from harness.inventory import Host
 from workers.transport.base import ShellResult, Transport
+from workers.transport.registry import registered
 
-__all__ = ["SSHTransport", "connect_for", "key_fingerprint"]
+__all__ = ["SSHTransport", "key_fingerprint"]
 
 
 def key_fingerprint(key: paramiko.PKey) -> str:
@@ -58,6 +59,7 @@ def _known_name(host: Host) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
+@registered("ssh")
 class SSHTransport(Transport):
     """One reusable SSH connection to one host."""
 
@@ -186,9 +188,3 @@ class SSHTransport(Transport):
             raise self._lost(f"download of {path}", exc) from exc
         return buf.getvalue()
 
-
-def connect_for(host: Host) -> Transport:
-    """The transport the inventory asks for (not yet opened)."""
-    from workers.transport.local import LocalTransport
-
-    return LocalTransport(host) if host.transport == "local" else SSHTransport(host)
