@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 from harness.agents import agent_kind
-from harness.errors import UsageError
 from harness.inventory import AgentConfig
 from workers.adapters.base import AgentAdapter
 
@@ -33,11 +32,7 @@ def registered(kind: str) -> Callable[[A], A]:
 
 
 def adapter_for(name: str, config: AgentConfig) -> AgentAdapter:
-    """The adapter for an inventory agent entry."""
-    try:
-        cls = ADAPTERS[config.kind]
-    except KeyError:
-        # The inventory only accepts declared kinds and a test keeps every declared kind registered: this is a
-        # worker whose adapter modules were not imported (use ``workers.adapters``, not this module alone).
-        raise UsageError(f"agent {name!r}: kind {config.kind!r} has no adapter in this harness version") from None
-    return cls(name, config)
+    """The adapter for an inventory agent entry. ``config.kind`` is a declared kind (the inventory admits no
+    other), and importing this module imports ``workers.adapters`` first, which registers every adapter
+    module; a test keeps every declared kind registered, so the lookup cannot miss."""
+    return ADAPTERS[config.kind](name, config)

@@ -18,7 +18,7 @@ import paramiko
 from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
-from harness.errors import HostKeyMismatch, HostLost, HostUnreachable, InfrastructureError
+from harness.errors import HostKeyMismatch, HostLost, HostUnreachable
 from harness.inventory import Host
 from workers.transport.base import ShellResult, Transport
 from workers.transport.registry import registered
@@ -105,9 +105,8 @@ class SSHTransport(Transport):
     def _handshake(self, conn: Connection) -> None:
         h = self.host
         try:
+            # The pin policy's HostKeyMismatch is none of the classes below: it passes through as it is.
             conn.open()
-        except HostKeyMismatch:
-            raise
         except paramiko.BadHostKeyException as exc:
             raise HostKeyMismatch(
                 f"host key mismatch: {h.address}:{h.port} offered {exc.key.get_name()} {key_fingerprint(exc.key)}, "
@@ -154,9 +153,9 @@ class SSHTransport(Transport):
             )
         except CommandTimedOut as exc:
             raise self._lost(f"a command that did not answer within {timeout:.0f} s", exc) from exc
-        except InfrastructureError:
-            raise
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            # A reconnect's HostKeyMismatch (Fabric reopens a dropped connection) is not caught here: a host
+            # that changed its key is not a lost host.
             raise self._lost("a command", exc) from exc
         return ShellResult(r.exited if r.exited is not None else -1, r.stdout, r.stderr)
 
