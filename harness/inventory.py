@@ -25,8 +25,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.agents import agent_kind
 from harness.errors import InventoryError, UsageError
 from harness.tomlfile import FieldProblem, read_toml, validate
+from harness.transports import transport_kind
 
 __all__ = ["AgentConfig", "Host", "Inventory", "ModelEndpoint", "load_inventory", "BUNDLED_INVENTORY_DIR"]
 
@@ -69,9 +71,7 @@ class ModelEndpoint(_Strict):
 class AgentConfig(_Strict):
     """One agent installed on a host. ``kind`` picks the adapter; the name is the inventory key."""
 
-    kind: Literal["command", "builtin", "openclaw", "opencode", "hermes"] = Field(
-        default="command", description="Which adapter drives it."
-    )
+    kind: str = Field(default="command", description="Which adapter drives it: a kind of harness.agents.AGENT_KINDS.")
     command: list[str] = Field(
         default_factory=list,
         description="For kind=command: argv run in the workspace; {prompt_file} becomes the prompt file's path.",
@@ -84,6 +84,12 @@ class AgentConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only.")
     version_command: list[str] = Field(default_factory=list, description="argv printing the agent's version.")
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        agent_kind(v)  # UnknownAgentKind is a ValueError: "unknown kind 'z' (known: ...)"
+        return v
+
     @model_validator(mode="after")
     def _command_needs_argv(self) -> "AgentConfig":
         if self.kind == "command" and not self.command:
@@ -95,7 +101,9 @@ class Host(_Strict):
     """One machine of the fleet."""
 
     name: str = Field(description="Short host name; the inventory key.")
-    transport: Literal["ssh", "local"] = Field(default="ssh", description="ssh for fleet hosts, local for this machine.")
+    transport: str = Field(
+        default="ssh", description="How a worker reaches it: a transport of harness.transports.TRANSPORT_KINDS."
+    )
     address: str = Field(default="", description="DNS name or IP the worker connects to.")
     port: int = Field(default=22, ge=1, le=65535)
     user: str = Field(default="", description="SSH user.")
@@ -135,18 +143,23 @@ class Host(_Strict):
             raise ValueError("expected a known_hosts line, 'TYPE BASE64' or a 'SHA256:...' fingerprint")
         return f"{parts[0]} {parts[1]}"
 
+    @field_validator("transport")
+    @classmethod
+    def _known_transport(cls, v: str) -> str:
+        transport_kind(v)  # UnknownTransport is a ValueError naming the known ones
+        return v
+
     @model_validator(mode="after")
     def _scripted_is_local(self) -> "Host":
-        if self.model.scripted and self.transport != "local":
+        if self.model.scripted and not transport_kind(self.transport).local:
             raise FieldProblem("model.scripted", "a scripted model is served by the coordinator: local hosts only")
         return self
 
     @model_validator(mode="after")
-    def _ssh_needs(self) -> "Host":
-        if self.transport == "ssh":
-            for key in ("address", "user", "host_key"):
-                if not getattr(self, key):
-                    raise FieldProblem(key, "required for a host with transport 'ssh'")
+    def _transport_needs(self) -> "Host":
+        for key in transport_kind(self.transport).needs:
+            if not getattr(self, key):
+                raise FieldProblem(key, f"required for a host with transport {self.transport!r}")
         return self
 
     @property

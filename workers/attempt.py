@@ -38,9 +38,9 @@ class Timing:
     poll_min_s: float = 0.2
     poll_max_s: float = 2.0
     launcher_grace_s: float = 120.0
+    """The launcher kills the agent itself this long after the timeout, if no worker did."""
     check_timeout_s: float = 120.0
     """Each acceptance check's own time limit."""
-    """The launcher kills the agent itself this long after the timeout, if no worker did."""
 
 
 def _q(s: str) -> str:
@@ -200,59 +200,25 @@ class _Attempt:
     def run_checks(self) -> None:
         """Run the item's acceptance checks on the host, in the workspace the agent left, each with its
         own time limit, from the harness release installed there; results go to ``checks.json``."""
+        from harness.checks.runner import CheckPlace, run_check
         from workers.install import ensure_harness
 
         p = self.paths
         assert p is not None
         python = self.adapter.harness_python or ensure_harness(self.t, self.req.host)
-        limit = self.timing.check_timeout_s
         results: list[dict] = []
         for check in self.req.checks:
-            res = self._run_check(check, python, limit)
+            place = CheckPlace(folder=f"{p.fleet}/checks/{check.name}", workspace=p.workspace, python=python,
+                               timeout_s=self.timing.check_timeout_s)
+            res = run_check(self.t, check, place)
             if res.status == "error" and not res.summary.startswith("timed out"):
                 # The check itself broke (a browser driver that dropped its connection, pytest that left no
                 # report): that says nothing of the work, so it runs once more before it counts.
                 first = res.summary
-                res = self._run_check(check, python, limit)
+                res = run_check(self.t, check, place)
                 res = res.model_copy(update={"summary": f"{res.summary} (run twice; the first run: {first})"[:2000]})
             results.append(res.model_dump(mode="json"))
         self.checks_json = json.dumps(results, indent=2).encode()
-
-    def _run_check(self, check, python: str, limit: float):  # type: ignore[no-untyped-def]
-        """One acceptance check in a fresh folder on the host: its CheckResult."""
-        from harness.checks.pytest_runner import build_check_command, parse_junit, staged_files, timed_out_exit
-        from harness.checks.result import CheckResult
-
-        p = self.paths
-        assert p is not None
-        folder = f"{p.fleet}/checks/{check.name}"
-        self.t.shell(f"rm -rf {_q(folder)} && mkdir -p {_q(folder)}", timeout=30)
-        started = time.monotonic()
-        if check.kind == "pytest":
-            for name, text in staged_files([], check.values).items():
-                self.t.put(f"{folder}/{name}", text.encode())
-            for name, text in check.files.items():
-                self.t.put(f"{folder}/{name}", text.encode())
-            junit = f"{folder}/junit.xml"
-            argv = build_check_command(python, [f"{folder}/{n}" for n in check.files], p.workspace, junit, int(limit))
-            r = self.t.shell(f"cd {_q(folder)} && " + " ".join(_q(a) for a in argv), timeout=limit + 60)
-            res = parse_junit(self._get(junit) or b"", check.name, time.monotonic() - started,
-                              timed_out=timed_out_exit(r.exit_code), timeout_s=limit)
-            if res.status == "error" and not timed_out_exit(r.exit_code) and r.tail():
-                # No report: what pytest (or the shell) said is the only clue to why.
-                res = res.model_copy(update={"summary": f"{res.summary} -- pytest said: {r.tail(600)}"})
-            return res
-        self.t.put(f"{folder}/spec.json", json.dumps(check.spec).encode())
-        r = self.t.shell(
-            f"{_q(python)} -m harness.checks.web {_q(p.workspace)} {_q(folder)}/spec.json --timeout {int(limit)}",
-            timeout=limit + 60,
-        )
-        try:
-            return CheckResult.model_validate_json(r.stdout)
-        except ValueError:
-            return CheckResult(name=check.name, kind="web", status="error",
-                               summary=f"the web check did not answer: {r.tail()}", details=[],
-                               duration_s=time.monotonic() - started)
 
     def collect(self) -> None:
         p = self.paths

@@ -1,18 +1,18 @@
 """Acceptance checks written as ordinary pytest files, run against an attempt's workspace.
 
-How it runs (the same on a fleet host and locally):
+How it runs (``PytestRunner`` in :mod:`harness.checks.runner`, on a fleet host and in the tests alike):
 
-1. **Stage.** The item's check files are copied into an empty *check directory* together with two
-   files this module writes: ``conftest.py`` (:func:`plugin_source`, the ``workspace`` fixture) and
-   ``pytest.ini`` (:data:`INI_SOURCE`, an empty configuration). :func:`staged_files` gives the whole
-   directory as ``{relative name: text}`` (what the transport ships); :func:`stage_checks` writes it.
+1. **Stage.** The check's files go into an empty *check directory* together with three files this
+   module writes: ``conftest.py`` (:func:`plugin_source`, the ``workspace`` and ``values`` fixtures),
+   ``pytest.ini`` (:data:`INI_SOURCE`, an empty configuration) and ``values.json`` (the run's values).
+   :func:`staged_files` gives the whole directory as ``{name: text}``; the transport ships it.
 2. **Run.** :func:`build_check_command` gives the argv: ``env`` sets ``FLEET_WORKSPACE``, clears
    ``PYTEST_ADDOPTS`` and turns off plugin autoloading (whatever pytest plugins a host's Python has,
-   pytest-randomly, pytest-xdist ..., must not change how checks run; it also starts faster), coreutils ``timeout`` enforces the time limit on the whole process group,
-   and pytest runs only the named check files with ``-c CHECKDIR/pytest.ini --rootdir CHECKDIR``, so
-   nothing of the workspace is collected or configured: not the agent's own tests, not its
-   ``conftest.py``, ``pytest.ini`` or ``pyproject.toml``. The host needs only Python with pytest and
-   coreutils.
+   pytest-randomly, pytest-xdist ..., must not change how checks run; it also starts faster), coreutils
+   ``timeout`` enforces the time limit on the whole process group, and pytest runs only the named check
+   files with ``-c CHECKDIR/pytest.ini --rootdir CHECKDIR``, so nothing of the workspace is collected or
+   configured: not the agent's own tests, not its ``conftest.py``, ``pytest.ini`` or ``pyproject.toml``.
+   The host needs only Python with pytest and coreutils.
 3. **Parse.** The JUnit XML pytest writes becomes a :class:`CheckResult` (:func:`parse_junit`).
 
 Checks get a **copy** of the workspace. The ``workspace`` fixture copies ``$FLEET_WORKSPACE`` into a
@@ -22,21 +22,13 @@ model's, not the check author's: on the real workspace one careless run could ch
 very files that are kept as the attempt's record and graded. A copy costs a little time for small
 project folders and makes every test independent of the others, which is the simpler rule to write
 checks against. The original's path is in ``FLEET_WORKSPACE``; checks must not write there.
-
-:func:`run_checks_locally` does all three steps in a subprocess (coordinator side and tests).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from harness.checks.result import CheckResult
 
@@ -48,8 +40,6 @@ __all__ = [
     "build_check_command",
     "parse_junit",
     "plugin_source",
-    "run_checks_locally",
-    "stage_checks",
     "staged_files",
     "timed_out_exit",
 ]
@@ -110,42 +100,16 @@ def plugin_source() -> str:
     return _PLUGIN_SOURCE
 
 
-RESERVED = ("conftest.py", "pytest.ini", "values.json")
-
-
-def staged_files(check_files: list[Path], values: dict[str, str] | None = None) -> dict[str, str]:
-    """Everything a check directory holds, as ``{file name: text}``.
-
-    Check files keep their names; two with the same name get ``_2``, ``_3`` ... (pytest runs in
-    importlib mode, so file names never clash as modules anyway). ``conftest.py``, ``pytest.ini`` and
-    ``values.json`` (the ``values`` fixture's source) are reserved.
-    """
-    files: dict[str, str] = {"conftest.py": plugin_source(), "pytest.ini": INI_SOURCE,
-                             "values.json": json.dumps(values or {}, indent=2, sort_keys=True)}
-    for f in check_files:
-        f = Path(f)
-        stem, suffix, name, n = f.stem, f.suffix, f.name, 1
-        while name in files:
-            n += 1
-            name = f"{stem}_{n}{suffix}"
-        files[name] = f.read_text(encoding="utf-8")
-    return files
-
-
-def stage_checks(check_files: list[Path], check_dir: Path, values: dict[str, str] | None = None) -> list[str]:
-    """Write the check directory; return the staged check files' paths (for :func:`build_check_command`)."""
-    check_dir = Path(check_dir)
-    check_dir.mkdir(parents=True, exist_ok=True)
-    staged = []
-    for name, text in staged_files(check_files, values).items():
-        (check_dir / name).write_text(text, encoding="utf-8")
-        if name not in RESERVED:
-            staged.append(str(check_dir / name))
-    return staged
+def staged_files(check_files: dict[str, str], values: dict[str, str] | None = None) -> dict[str, str]:
+    """Everything a check directory holds, as ``{file name: text}``: the check's own files (``CheckSpec.files``)
+    and the harness's ``conftest.py``, ``pytest.ini`` and ``values.json`` (the ``values`` fixture's source).
+    Check files are named ``test_*.py``, so they never take one of those three names."""
+    return {**check_files, "conftest.py": plugin_source(), "pytest.ini": INI_SOURCE,
+            "values.json": json.dumps(values or {}, indent=2, sort_keys=True)}
 
 
 def build_check_command(python: str, check_files: list[str], workspace: str, junit_path: str, timeout_s: int) -> list[str]:
-    """argv that runs pytest on ``check_files`` (already staged by :func:`stage_checks`) against ``workspace``.
+    """argv that runs pytest on ``check_files`` (already staged, :func:`staged_files`) against ``workspace``.
 
     All check files must be in one check directory (the one holding the staged ``conftest.py`` and
     ``pytest.ini``). Run it with that directory as the working directory, preferably. Exit status:
@@ -240,44 +204,3 @@ def parse_junit(xml_bytes: bytes | None, name: str, duration_s: float, *, timed_
     else:
         status, summary = "passed", words
     return CheckResult(name=name, kind=CHECK_KIND, status=status, summary=_cut(summary), details=details, duration_s=duration_s)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def run_checks_locally(workspace: Path, check_files: list[Path], timeout_s: int, python: str = sys.executable,
-                       name: str = "checks", values: dict[str, str] | None = None) -> CheckResult:
-    """Stage ``check_files`` in a temporary directory, run them against ``workspace``, parse the result.
-
-    The subprocess gets its own process group; if it is still running :data:`KILL_GRACE_S` + 5 s
-    after the time limit (``timeout`` should have ended it), the whole group is killed.
-    """
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fleet-checks-") as tmp:
-        check_dir = Path(tmp) / "checks"
-        staged = stage_checks([Path(f) for f in check_files], check_dir, values)
-        junit = Path(tmp) / JUNIT_NAME
-        argv = build_check_command(python, staged, str(workspace), str(junit), timeout_s)
-        proc = subprocess.Popen(argv, cwd=check_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        timed_out = False
-        try:
-            output, _ = proc.communicate(timeout=timeout_s + KILL_GRACE_S + 5)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            output, _ = proc.communicate()
-        finally:
-            _kill_group(proc)  # anything the checks left running in the group
-        timed_out = timed_out or timed_out_exit(proc.returncode)
-        duration = round(time.monotonic() - started, 3)
-        xml = junit.read_bytes() if junit.is_file() else None
-        result = parse_junit(xml, name, duration, timed_out=timed_out, timeout_s=timeout_s)
-        if result.status == "error" and not timed_out and output:
-            tail = output.decode("utf-8", "replace").strip().splitlines()[-5:]
-            result = result.model_copy(update={"summary": _cut(result.summary + " -- pytest said: " + " | ".join(tail))})
-        return result

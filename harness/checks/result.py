@@ -44,9 +44,6 @@ class CheckResult(BaseModel):
     details: list[AssertionResult] = Field(default_factory=list)
     duration_s: float = 0.0
 
-    def failed_details(self) -> list[AssertionResult]:
-        return [d for d in self.details if d.status != "passed"]
-
 
 def fold_status(details: list[AssertionResult]) -> CheckStatus:
     """The check status implied by its assertions: error > failed > untested > passed."""

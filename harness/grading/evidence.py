@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.agents import writes_transcript
 from harness.catalog import Item
 from harness.errors import StoreError, TranscriptError
 from harness.grading.model import Evidence, StopRecord
@@ -13,10 +14,6 @@ __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
 
 SHELL_TRACE_FAILURES = ("0x8007274c",)
 """Text that shows the host's own shell failed (WSL loses its connection to Windows), not the model."""
-
-_TRANSCRIPT_AGENTS = {"builtin", "openclaw", "opencode", "hermes"}
-"""Agents whose session the harness always turns into transcript.jsonl: one missing means the run (or its
-import) failed, a harness failure, not a model that said nothing."""
 
 
 def _read(folder: Path, name: str) -> str:
@@ -73,7 +70,7 @@ def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "")
         raise StoreError(f"{folder / 'meta.json'}: deliverable {deliverable!r} is neither workspace nor answer")
     ev = Evidence(
         status=meta.get("status", "harness_failure"), reason=meta.get("reason", ""), error=meta.get("error", ""),
-        exit_code=meta.get("exit_code"), deliverable=deliverable, expects_transcript=kind in _TRANSCRIPT_AGENTS,
+        exit_code=meta.get("exit_code"), deliverable=deliverable, expects_transcript=writes_transcript(kind),
         files=files, answer=_read(folder, "answer.txt"), receipt=receipt if receipt in ("passed", "failed", "pending") else "none",
         checks=checks, answer_recorded=meta.get("answer_recorded", True) is not False,
     )

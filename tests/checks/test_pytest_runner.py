@@ -1,9 +1,11 @@
-"""Acceptance checks as pytest files (harness/checks/pytest_runner.py), with real pytest subprocesses:
-statuses and messages, the time limit, the `workspace` fixture (a copy), isolation from the agent's own
-tests, and the bundled photo renamer check on the demo script's workspace."""
+"""Acceptance checks as pytest files (harness/checks/pytest_runner.py), run as the attempt lifecycle runs
+them (harness.checks.runner.run_check over the local transport), with real pytest subprocesses: statuses
+and messages, the time limit, the `workspace` fixture (a copy), isolation from the agent's own tests, and
+the bundled photo renamer check on the demo script's workspace."""
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import time
@@ -12,15 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.pytest_runner import (
-    build_check_command,
-    parse_junit,
-    plugin_source,
-    run_checks_locally,
-    stage_checks,
-    staged_files,
-)
+from harness.checks.pytest_runner import build_check_command, parse_junit, plugin_source, staged_files
 from harness.checks.result import CheckResult
+from harness.checks.runner import CheckPlace, run_check
+from tests.checks.local import HERE, pytest_check, run_here
+from workers.transport.local import LocalTransport
 
 REPO = Path(__file__).resolve().parents[2]
 PHOTO_ITEM = REPO / "prompts" / "open" / "07-photo-renamer"
@@ -43,8 +41,8 @@ def ws(tmp_path: Path) -> Path:
     return w
 
 
-def run(ws: Path, *checks: Path, timeout_s: int = 60) -> CheckResult:
-    return run_checks_locally(ws, list(checks), timeout_s=timeout_s, name="item-checks")
+def run(ws: Path, *checks: Path, timeout_s: int = 60, values: dict[str, str] | None = None) -> CheckResult:
+    return run_here(pytest_check(*checks, values=values), ws, timeout_s)
 
 
 def test_passing_check(tmp_path, ws):
@@ -216,25 +214,22 @@ def test_agent_tests_and_config_in_the_workspace_are_not_collected(tmp_path, ws)
     assert [d.name for d in r.details] == ["test_check::test_sees_agent_files"]
 
 
-def test_two_check_files_with_the_same_name(tmp_path, ws):
-    a = tmp_path / "a"
-    b = tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    (a / "test_same.py").write_text("def test_a():\n    pass\n")
-    (b / "test_same.py").write_text("def test_b():\n    pass\n")
-    r = run(ws, a / "test_same.py", b / "test_same.py")
-    assert r.status == "passed" and len(r.details) == 2, r
+def test_a_check_of_two_files_runs_both(tmp_path, ws):
+    a = write_check(tmp_path, "def test_a(workspace):\n    assert (workspace / 'marker.txt').exists()\n", "test_a.py")
+    b = write_check(tmp_path, "def test_b():\n    assert False, 'the second file ran'\n", "test_b.py")
+    r = run(ws, a, b)
+    assert [(d.name, d.status) for d in r.details] == [("test_a::test_a", "passed"), ("test_b::test_b", "failed")], r
+    assert r.status == "failed" and "the second file ran" in r.details[1].message
 
 
 def test_command_and_staging(tmp_path):
-    f = write_check(tmp_path, "def test_x():\n    pass\n")
-    files = staged_files([f])
+    files = staged_files({"test_check.py": "def test_x():\n    pass\n"}, {"marker": "M"})
     assert files["conftest.py"] == plugin_source() and "def workspace" in plugin_source()
     assert set(files) == {"conftest.py", "pytest.ini", "values.json", "test_check.py"}
-    staged = stage_checks([f], tmp_path / "stage")
-    argv = build_check_command("/usr/bin/python3", staged, "/w/ws", "/tmp/j.xml", 30)
+    assert json.loads(files["values.json"]) == {"marker": "M"}
     stage = str(tmp_path / "stage")
+    staged = [stage + "/test_check.py"]
+    argv = build_check_command("/usr/bin/python3", staged, "/w/ws", "/tmp/j.xml", 30)
     assert argv[:2] == ["env", "FLEET_WORKSPACE=/w/ws"] and "timeout" in argv and "30s" in argv
     i = argv.index("/usr/bin/python3")
     assert argv[i:i + 3] == ["/usr/bin/python3", "-m", "pytest"]
@@ -245,6 +240,16 @@ def test_command_and_staging(tmp_path):
         build_check_command("python3", [], "/w", "/j.xml", 5)
     with pytest.raises(ValueError):
         build_check_command("python3", ["/a/test_x.py", "/b/test_y.py"], "/w", "/j.xml", 5)
+
+
+def test_a_check_without_a_report_says_what_the_command_said(tmp_path, ws):
+    """A host whose Python cannot be started writes no JUnit XML: the summary keeps the shell's words."""
+    check = pytest_check(write_check(tmp_path, "def test_x():\n    pass\n"))
+    place = CheckPlace(folder=str(tmp_path / "folder"), workspace=str(ws), python=str(tmp_path / "no-python"),
+                       timeout_s=30)
+    r = run_check(LocalTransport(HERE), check, place)
+    assert r.status == "error" and r.summary.startswith("no JUnit XML (pytest did not write a report) -- pytest said: ")
+    assert "no-python" in r.summary, r.summary
 
 
 # --- the bundled photo renamer check ---
@@ -320,11 +325,9 @@ def test_values_fixture_gives_the_runs_values(tmp_path):
         "    data = json.loads((workspace / values['project'] / 'result.json').read_text())\n"
         "    assert data['marker'] == values['marker']\n"
     ))
-    good = run_checks_locally(ws, [check], timeout_s=60,
-                              values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-00ff00ff00"})
+    good = run(ws, check, values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-00ff00ff00"})
     assert good.status == "passed", good
-    bad = run_checks_locally(ws, [check], timeout_s=60,
-                             values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-1111111111"})
+    bad = run(ws, check, values={"project": "fleet-qualification-0a1b2c3d4e5f", "marker": "FLEET-1111111111"})
     assert bad.status == "failed" and "FLEET-1111111111" in bad.details[0].message, bad
-    none = run_checks_locally(ws, [check], timeout_s=60)
+    none = run(ws, check)
     assert none.status == "failed" and "KeyError" in none.details[0].message, none

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.catalog import draw_values, load_catalog
-from harness.checks import WebCheckSpec, run_web_check
-from harness.checks.pytest_runner import run_checks_locally
 from harness.checks.spec import load_checks
+from tests.checks.local import run_here
 
 TASKS = {t.id.split(".")[1]: t for t in load_catalog().rounds["qualification"]}
 
@@ -40,8 +39,9 @@ def demo_workspace(task: str, ws: Path, values: dict[str, str]) -> Path:
 
 
 def run_pytest_checks(task: str, ws: Path, values: dict[str, str]):
-    files = [Path(TASKS[task].folder) / "checks" / c for c in TASKS[task].checks if c.endswith(".py")]
-    return run_checks_locally(ws, files, timeout_s=120, values=values, name=task)
+    """The task's pytest check, loaded as the catalog sends it and run as the attempt lifecycle runs it."""
+    (check,) = [c for c in load_checks(Path(TASKS[task].folder), TASKS[task].checks, values) if c.kind == "pytest"]
+    return run_here(check, ws, 120)
 
 
 def failed(result) -> dict[str, str]:
@@ -52,8 +52,8 @@ def failed(result) -> dict[str, str]:
 
 
 def web_check(ws: Path, values: dict[str, str]):
-    (spec,) = [c for c in load_checks(Path(TASKS["website"].folder), TASKS["website"].checks, values) if c.kind == "web"]
-    return run_web_check(ws, WebCheckSpec.model_validate(spec.spec), timeout_s=60)
+    (check,) = [c for c in load_checks(Path(TASKS["website"].folder), TASKS["website"].checks, values) if c.kind == "web"]
+    return run_here(check, ws, 60)
 
 
 @pytest.mark.integration

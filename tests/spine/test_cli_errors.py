@@ -76,6 +76,15 @@ def test_bad_inventory_in_hosts_check(tmp_path: Path, bad_inventory: Path) -> No
     assert_one_line_error(proc, str(bad_inventory), "hosts.box.slots")
 
 
+def test_unknown_agent_kind_names_the_known_ones(tmp_path: Path, bad_inventory: Path) -> None:
+    text = bad_inventory.read_text(encoding="utf-8").replace("slots = 0\n", "")
+    bad_inventory.write_text(text.replace('[hosts.box.agents.echo]\n', '[hosts.box.agents.echo]\nkind = "aider"\n'),
+                             encoding="utf-8")
+    proc = run_fleet("hosts", "check", "-i", str(bad_inventory), cwd=tmp_path)
+    assert_one_line_error(proc, f"{bad_inventory}: hosts.box.agents.echo.kind: unknown kind 'aider' "
+                                "(known: builtin, command, hermes, openclaw, opencode)")
+
+
 def test_missing_inventory_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
     proc = run_fleet("hosts", "check", "-i", str(missing), cwd=tmp_path)

@@ -196,7 +196,12 @@ BAD = {
         edit('command = ["echo", "{prompt_file}"]', "command = []"), "hosts.box.agents.echo.command", "non-empty"
     ),
     "unknown agent kind": (
-        edit('command = ["echo"', 'kind = "aider"\ncommand = ["echo"'), "hosts.box.agents.echo.kind", "'command'"
+        edit('command = ["echo"', 'kind = "aider"\ncommand = ["echo"'), "hosts.box.agents.echo.kind",
+        "unknown kind 'aider' (known: builtin, command, hermes, openclaw, opencode)",
+    ),
+    "unknown transport": (
+        edit('user = "qual"', 'user = "qual"\ntransport = "telnet"'), "hosts.box.transport",
+        "unknown transport 'telnet' (known: local, ssh)",
     ),
     "no agents": (
         edit('[hosts.box.agents.echo]\ncommand = ["echo", "{prompt_file}"]\n', ""),

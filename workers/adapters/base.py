@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
-from harness.inventory import AgentConfig, Host
+from harness.agents import AgentKind
 from harness.catalog import Item
+from harness.inventory import AgentConfig, Host
+
+__all__ = ["AgentAdapter", "AttemptPaths"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class AttemptPaths:
 
 class AgentAdapter(ABC):
     """How to run one kind of agent for one attempt."""
+
+    kind: ClassVar[AgentKind]
+    """The kind's declaration (``harness.agents``), set by ``workers.adapters.registry.registered``: its name,
+    whether it leaves a transcript, its infrastructure exit code."""
 
     needs_harness: bool = False
     """True for agents that run the harness's own code on the host (the builtin agent): the lifecycle

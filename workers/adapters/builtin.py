@@ -15,13 +15,12 @@ import json
 from harness.catalog import Item
 from harness.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.registry import registered
 
-__all__ = ["BuiltinAdapter", "EXIT_INFRASTRUCTURE"]
-
-EXIT_INFRASTRUCTURE = 75
-"""The agent's exit code when the model endpoint failed (HTTP errors, timeouts): not the model's fault."""
+__all__ = ["BuiltinAdapter"]
 
 
+@registered("builtin")
 class BuiltinAdapter(AgentAdapter):
     """The builtin guarded agent."""
 
@@ -51,8 +50,8 @@ class BuiltinAdapter(AgentAdapter):
         return answer_file if answer_file is not None else b""
 
     def infrastructure_failure(self, exit_code: int | None, files: dict[str, bytes]) -> str | None:
-        """The transcript's ``run_end`` reason when the agent says the model endpoint failed."""
-        if exit_code != EXIT_INFRASTRUCTURE:
+        """The transcript's ``run_end`` reason when the agent exits with its kind's infrastructure code."""
+        if exit_code is None or exit_code != self.kind.infrastructure_exit:
             return None
         lines = (files.get("transcript.jsonl") or b"").decode("utf-8", "replace").strip().splitlines()
         try:

@@ -11,8 +11,12 @@ from __future__ import annotations
 from harness.catalog import Item
 from harness.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.registry import registered
+
+__all__ = ["CommandAdapter"]
 
 
+@registered("command")
 class CommandAdapter(AgentAdapter):
     def program(self) -> str | None:
         return self.config.command[0] if self.config.command else None

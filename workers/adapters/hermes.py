@@ -28,6 +28,7 @@ from harness.catalog import Item
 from harness.errors import AgentUnsuited, TranscriptImportError
 from harness.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.registry import registered
 
 __all__ = ["HermesAdapter", "STATE", "DB", "FINAL", "USAGE", "CONFIG", "ONESHOT_SCRIPT"]
 
@@ -59,6 +60,7 @@ def _yaml_str(value: str) -> str:
     return json.dumps(value)
 
 
+@registered("hermes")
 class HermesAdapter(AgentAdapter):
     """Hermes Agent, one ``hermes -z`` per attempt."""
 

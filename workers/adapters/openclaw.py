@@ -28,6 +28,7 @@ from harness.errors import TranscriptImportError
 from harness.inventory import Host
 from harness.transcript import Event, RunEnd, TranscriptWriter
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.registry import registered
 
 __all__ = ["OpenClawAdapter", "PROVIDER", "STATE_DIR", "HOME_DIR", "CONFIG_FILE"]
 
@@ -41,6 +42,7 @@ NO_KEY = "fleet-no-key"
 _SETUP = 'mkdir -p -- "$1" "$2" && shift 2 && exec "$@"'
 
 
+@registered("openclaw")
 class OpenClawAdapter(AgentAdapter):
     """OpenClaw (npm ``openclaw``, Node 24) driving the host's model through its OpenAI-compatible endpoint."""
 

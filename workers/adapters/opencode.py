@@ -26,6 +26,7 @@ from harness.catalog import Item
 from harness.errors import TranscriptImportError
 from harness.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.adapters.registry import registered
 
 __all__ = ["OpenCodeAdapter", "STATE", "DB", "CONFIG"]
 
@@ -38,6 +39,7 @@ _STDIN_FROM_PROMPT = 'f=$1; shift; exec "$@" < "$f"'
 """``sh -c`` script: run the rest of argv with the prompt file ($1) as standard input (no prompt text in it)."""
 
 
+@registered("opencode")
 class OpenCodeAdapter(AgentAdapter):
     """OpenCode, one headless ``opencode run`` per attempt."""
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness import __version__
+from harness.agents import EXIT_INFRASTRUCTURE
 from harness.guard import DEFAULT_POLICY, RunProgressBudget, Stop
 from harness.guard.delete import DeleteGuard
 from harness.guard.output_limit import ContinuationLedger, CutTurn, is_cut, report_text, runnable_tool_calls
@@ -90,8 +91,8 @@ ANSWER_FILE = "answer.txt"
 RECEIPT_FILE = "receipt.json"
 
 EXIT_OK = 0
-EXIT_INFRASTRUCTURE = 75
-"""EX_TEMPFAIL: the endpoint failed, not the model; the harness retries the attempt."""
+# EX_TEMPFAIL, 75: the endpoint failed, not the model; the harness retries the attempt. Declared with the
+# builtin kind in harness.agents, which the adapter reads the exit code from.
 EXIT_AGENT_ERROR = 70
 """EX_SOFTWARE: a bug in the agent itself."""
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 from harness.inventory import Host
+
+__all__ = ["ShellResult", "Transport"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class ShellResult:
 
 class Transport(ABC):
     """Reach one host. Implementations translate their library's errors into InfrastructureError."""
+
+    kind: ClassVar[str] = ""
+    """The ``hosts.<name>.transport`` value it serves, set by ``workers.transport.registry.registered``;
+    empty for a transport no inventory can name (``MemoryTransport``, for tests)."""
 
     def __init__(self, host: Host) -> None:
         self.host = host

@@ -7,8 +7,12 @@ from pathlib import Path
 
 from harness.errors import HostLost
 from workers.transport.base import ShellResult, Transport
+from workers.transport.registry import registered
+
+__all__ = ["LocalTransport"]
 
 
+@registered("local")
 class LocalTransport(Transport):
     def open(self) -> None:
         pass

@@ -18,11 +18,12 @@ import paramiko
 from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
-from harness.errors import HostKeyMismatch, HostLost, HostUnreachable, InfrastructureError
+from harness.errors import HostKeyMismatch, HostLost, HostUnreachable
 from harness.inventory import Host
 from workers.transport.base import ShellResult, Transport
+from workers.transport.registry import registered
 
-__all__ = ["SSHTransport", "connect_for", "key_fingerprint"]
+__all__ = ["SSHTransport", "key_fingerprint"]
 
 
 def key_fingerprint(key: paramiko.PKey) -> str:
@@ -58,6 +59,7 @@ def _known_name(host: Host) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
+@registered("ssh")
 class SSHTransport(Transport):
     """One reusable SSH connection to one host."""
 
@@ -103,9 +105,8 @@ class SSHTransport(Transport):
     def _handshake(self, conn: Connection) -> None:
         h = self.host
         try:
+            # The pin policy's HostKeyMismatch is none of the classes below: it passes through as it is.
             conn.open()
-        except HostKeyMismatch:
-            raise
         except paramiko.BadHostKeyException as exc:
             raise HostKeyMismatch(
                 f"host key mismatch: {h.address}:{h.port} offered {exc.key.get_name()} {key_fingerprint(exc.key)}, "
@@ -152,9 +153,9 @@ class SSHTransport(Transport):
             )
         except CommandTimedOut as exc:
             raise self._lost(f"a command that did not answer within {timeout:.0f} s", exc) from exc
-        except InfrastructureError:
-            raise
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            # A reconnect's HostKeyMismatch (Fabric reopens a dropped connection) is not caught here: a host
+            # that changed its key is not a lost host.
             raise self._lost("a command", exc) from exc
         return ShellResult(r.exited if r.exited is not None else -1, r.stdout, r.stderr)
 
@@ -186,9 +187,3 @@ class SSHTransport(Transport):
             raise self._lost(f"download of {path}", exc) from exc
         return buf.getvalue()
 
-
-def connect_for(host: Host) -> Transport:
-    """The transport the inventory asks for (not yet opened)."""
-    from workers.transport.local import LocalTransport
-
-    return LocalTransport(host) if host.transport == "local" else SSHTransport(host)

@@ -1,0 +1,86 @@
+"""The Celery routing table (workers/app.py): every task the app registers is routed, and the queues a
+`fleet worker` consumes for an inventory are exactly the queues the routes send those hosts' attempts to,
+so no task lands in a queue nobody consumes (the default queue included) and no worker waits on a queue
+nothing is sent to."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.catalog import Item
+from harness.inventory import Host, load_inventory
+from harness.records import AttemptRequest, Cell
+from workers.app import TASKS, app, queue_for
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET = ROOT / "inventory" / "fleet.toml"
+ITEM = Item(id="07-photo-renamer", kind="open", title="Photo renamer", prompt="write it", timeout_s=60)
+
+
+def registered_tasks() -> set[str]:
+    """The tasks a worker of this app registers: its ``include`` modules imported, as a worker does."""
+    app.loader.import_default_modules()
+    return {name for name in app.tasks if not name.startswith("celery.")}
+
+
+def request_for(host: Host, namespace: str) -> dict:
+    agent = host.default_agent
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, agent, 1), host=host.name, item=ITEM.id, agent=agent, rep=1, seed=1)
+    req = AttemptRequest(sweep_id="s1", cell=cell, attempt=1, host=host, agent=host.agents[agent], item=ITEM,
+                         prompt="p", harness_commit="test", namespace=namespace)
+    return req.model_dump(mode="json")
+
+
+def routed_queue(task: str, host: Host, namespace: str) -> str | None:
+    """The queue Celery's own router picks for ``task`` with this host's request, as ``send_task`` does."""
+    options = app.amqp.router.route({}, task, args=(request_for(host, namespace),), kwargs={})
+    queue = options.get("queue")
+    return getattr(queue, "name", queue)
+
+
+def test_every_registered_task_is_in_the_routing_table() -> None:
+    assert registered_tasks() == set(TASKS)
+
+
+@pytest.mark.parametrize("namespace", ["", "team-a"])
+def test_every_task_is_routed_to_its_hosts_queue(namespace: str) -> None:
+    hosts = list(load_inventory(FLEET).hosts.values())
+    for task in registered_tasks():
+        for host in hosts:
+            assert routed_queue(task, host, namespace) == queue_for(host.name, namespace), (task, host.name)
+    assert app.conf.task_default_queue not in {queue_for(h.name, namespace) for h in hosts}
+
+
+def worker_queues(*args: str, namespace: str = "") -> list[str]:
+    """The ``--queues`` the real ``fleet worker`` command passes to Celery (its worker_main replaced, in a
+    separate interpreter so this process's app stays unconfigured)."""
+    code = (
+        "import json, sys\n"
+        "import workers.app\n"
+        "workers.app.app.worker_main = lambda argv: print(json.dumps(argv))\n"
+        "from harness.cli import cli\n"
+        "cli(sys.argv[1:])\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "FLEET_NAMESPACE": namespace,
+           "FLEET_HARNESS_COMMIT": "test"}
+    out = subprocess.run([sys.executable, "-c", code, "worker", "--broker", "redis://127.0.0.1:1/0", *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (argv,) = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    (queues,) = [a.removeprefix("--queues=") for a in argv if a.startswith("--queues=")]
+    return queues.split(",")
+
+
+@pytest.mark.parametrize("namespace", ["", "team-a"])
+def test_a_worker_consumes_exactly_the_queues_the_routes_produce_for_its_hosts(namespace: str) -> None:
+    hosts = load_inventory(FLEET).hosts
+    everything = worker_queues("-i", str(FLEET), namespace=namespace)
+    assert len(everything) == len(set(everything))
+    assert set(everything) == {routed_queue(t, h, namespace) for t in registered_tasks() for h in hosts.values()}
+    some = worker_queues("-i", str(FLEET), "--hosts", "tower2,laptop", namespace=namespace)
+    assert set(some) == {routed_queue(t, hosts[n], namespace) for t in registered_tasks() for n in ("tower2", "laptop")}
