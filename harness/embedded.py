@@ -66,6 +66,13 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int) -> Iterato
         raise DispatchError(f"the embedded worker did not start: {errors[0] if errors else 'timed out'}")
     try:
         yield worker
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM, a broken store): a revoke cannot stop a pool thread, so the attempts running
+        # here are told to kill their agents and unwind, or the process would wait on them to the item's timeout.
+        from workers.attempt import abort_running
+
+        abort_running("the coordinator was stopped")
+        raise
     finally:
         worker_state.should_terminate = 0
         thread.join(30)

@@ -15,6 +15,7 @@ import io
 import json
 import shlex
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import Transport
 
-__all__ = ["Timing", "run_attempt", "LAUNCHER_SOURCE"]
+__all__ = ["Timing", "run_attempt", "abort_running", "AttemptAborted", "LAUNCHER_SOURCE"]
 
 LAUNCHER_SOURCE = (Path(__file__).parent / "launcher.py").read_bytes()
 
@@ -45,6 +46,26 @@ class Timing:
 
 def _q(s: str) -> str:
     return shlex.quote(s)
+
+
+class AttemptAborted(BaseException):
+    """The process running this attempt is stopping it (the embedded coordinator was interrupted). A
+    BaseException, as SystemExit from a revoke is: it unwinds through the kill, never into a record."""
+
+
+_running: set["_Attempt"] = set()
+_running_lock = threading.Lock()
+
+
+def abort_running(why: str) -> int:
+    """Stop every attempt running on a thread of this process: each kills its agent's process group and
+    unwinds. A revoke cannot stop a thread (Celery terminates only pool processes), so the embedded
+    default's coordinator calls this when it is stopped. Returns how many were asked to stop."""
+    with _running_lock:
+        attempts = list(_running)
+    for a in attempts:
+        a.aborted = why
+    return len(attempts)
 
 
 class _Attempt:
@@ -76,6 +97,8 @@ class _Attempt:
             started_at=utc_now(),
         )
         self.paths: AttemptPaths | None = None
+        self.aborted = ""
+        """Set by abort_running(): the wait loop stops and the agent is killed."""
         self.pgid: int | None = None
         self.launch_record: dict = {}
         self.checks_json: bytes | None = None
@@ -181,6 +204,8 @@ class _Attempt:
         deadline = time.monotonic() + self.req.item.timeout_s
         delay = self.timing.poll_min_s
         while True:
+            if self.aborted:
+                raise AttemptAborted(self.aborted)
             out = self.t.shell(f"cat {_q(p.fleet)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
             if out:
                 return json.loads(out)
@@ -346,4 +371,11 @@ def run_attempt(
     transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = ""
 ) -> AttemptResult:
     """Run one attempt to the end and return its result (a harness failure is a result, not an exception)."""
-    return _Attempt(transport, req, adapter, timing, worker).run()
+    attempt = _Attempt(transport, req, adapter, timing, worker)
+    with _running_lock:
+        _running.add(attempt)
+    try:
+        return attempt.run()
+    finally:
+        with _running_lock:
+            _running.discard(attempt)

@@ -189,18 +189,22 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, sig: sig
     ((attempt,),) = record["attempts"].values()
     # Settled, not left `running`: revoked (the user's stop, not counted against the budget).
     assert (attempt["status"], attempt["reason"]) == ("harness_failure", "revoked")
-    # The agent's process group was killed.
+    # The agent's process group was killed: no process is left working in this test's host folder.
     deadline = time.monotonic() + 30
-    while any("sleep 300" in _cmdline(p) for p in os.listdir("/proc") if p.isdigit()):
-        assert time.monotonic() < deadline, "the agent is still running"
+    while _working_in(tmp_path / "hosts"):
+        assert time.monotonic() < deadline, f"the agent is still running: {_working_in(tmp_path / 'hosts')}"
         time.sleep(0.2)
 
 
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+def _working_in(folder: Path) -> list[str]:
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(folder):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def test_a_sweep_that_fails_before_dispatching_leaves_no_sweep_behind(tmp_path: Path) -> None:
@@ -216,7 +220,8 @@ def test_a_sweep_that_fails_before_dispatching_leaves_no_sweep_behind(tmp_path: 
     inv.write_text(inv.read_text().replace("max_output = 2048 }", "max_output = 2048, scripted = true }")
                    .replace(f"127.0.0.1:{inv.read_text().split('127.0.0.1:')[1].split('/')[0]}", f"127.0.0.1:{port}"))
     try:
-        r = run_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--hosts", "one", "--agents", "echo"], tmp_path)
+        # The bundled 12 has a demo script, so its scripted model is served (on the taken port).
+        r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--hosts", "one", "--agents", "echo"], tmp_path)
     finally:
         busy.close()
     assert r.returncode == 2 and "cannot serve the scripted model" in r.stderr, r.stderr[-2000:]
