@@ -27,12 +27,15 @@ IMPORTED = GOLDEN / "v1" / "imported" / "fe9ee859-c533-483c-b978-5c4a672dc126"
 BEFORE_KIND = GOLDEN / "v1-before-agent-kind" / "runs"
 BEFORE_KIND_SWEEP = "20261201-213543-before-agent-kind"
 BEFORE_FAILURE_SWEEP = "20261201-213755-before-failure-code"
+V2 = GOLDEN / "v2" / "runs"
+V2_SWEEP = "20261201-214544-new"
+V2_IMPORTED = GOLDEN / "v2" / "imported" / "fe9ee859-c533-483c-b978-5c4a672dc126"
 BEFORE_FOLDER = GOLDEN / "v1-before-item-folder" / "runs"
 BEFORE_FOLDER_SWEEP = "20261201-213629-before-item-folder"
 PIXEL_TOWER2 = Path(__file__).parents[1] / "fixtures" / "pixel-fleet" / "photo-renamer-tower2-d4a61f33.json"
 
 SWEEPS = [(TODAY, TODAY_SWEEP), (BEFORE_KIND, BEFORE_KIND_SWEEP), (BEFORE_KIND, BEFORE_FAILURE_SWEEP),
-          (BEFORE_FOLDER, BEFORE_FOLDER_SWEEP)]
+          (BEFORE_FOLDER, BEFORE_FOLDER_SWEEP), (V2, V2_SWEEP)]
 
 
 def _raw(path: Path) -> dict:  # type: ignore[type-arg]
@@ -50,6 +53,7 @@ def _attempt_folders() -> list[tuple[str, Path, str | None]]:
         for meta in sorted((root / sweep).rglob("meta.json")):
             found.append((f"{sweep}/{meta.parent.relative_to(root / sweep)}", meta.parent, str(root / sweep / "sweep.json")))
     found.append(("imported", IMPORTED, None))
+    found.append(("v2-imported", V2_IMPORTED, None))
     return found
 
 
@@ -59,7 +63,7 @@ ATTEMPTS = _attempt_folders()
 def test_every_golden_file_is_the_bytes_its_meta_json_lists() -> None:
     """The golden folders are untouched copies: each artifact has the size and sha256 recorded when it was
     written, and nothing else is in the folder but the records written beside it."""
-    assert len(ATTEMPTS) == 10
+    assert len(ATTEMPTS) == 13
     for _, folder, _ in ATTEMPTS:
         meta = _raw(folder / "meta.json")
         for art in meta["artifacts"]:
@@ -241,6 +245,18 @@ def test_every_reason_the_older_rules_gave_a_harness_failure_maps_to_its_code(re
     # a grade that is not a harness failure gets no code, and a recorded code is never replaced
     assert Grade.model_validate({**old, "grade": "PARTIAL", "reasons": ["the receipt failed"]}).failure == ""
     assert Grade.model_validate({**old, "failure": "worker_lost"}).failure == "worker_lost"
+
+
+def test_a_version_2_meta_json_is_exactly_its_models_dump() -> None:
+    """What this version writes reads back unchanged: no migrator touches it, and nothing in it is lost."""
+    for folder in (V2 / V2_SWEEP / "local/07-photo-renamer/builtin/r1/attempt-1", V2_IMPORTED):
+        raw = _raw(folder / "meta.json")
+        assert raw["schema_version"] == 2 and raw["kind"] in ("run", "imported")
+        assert read_meta(folder / "meta.json").model_dump(mode="json") == raw
+    run = read_meta(V2 / V2_SWEEP / "local/27-log-stats/builtin/r1/attempt-1" / "meta.json")
+    assert isinstance(run, AttemptMeta) and run.agent_kind == "builtin"
+    imported = read_meta(V2_IMPORTED / "meta.json")
+    assert isinstance(imported, ImportedMeta) and imported.facts == read_meta(IMPORTED / "meta.json").facts
 
 
 def test_migrated_records_write_back_as_todays_version_and_read_back_the_same() -> None:

@@ -140,3 +140,14 @@ def test_fleet_grade_on_a_corrupt_checks_json_is_one_line(tmp_path: Path) -> Non
     path.write_text(json.dumps(checks))
     _assert_one_line(run_fleet("grade", SWEEP, "--item", "07", "--runs", str(runs), cwd=tmp_path),
                      f"{path}: [0].kind: Field required")
+
+
+def test_a_new_import_replaces_a_folder_an_older_version_imported(tmp_path: Path) -> None:
+    from harness.importers import import_to_folder
+
+    src = GOLDEN / "v1" / "imported" / "fe9ee859-c533-483c-b978-5c4a672dc126"
+    shutil.copytree(src, tmp_path / "out" / src.name)
+    fixture = Path(__file__).parents[1] / "fixtures" / "pixel-fleet" / "photo-renamer-tower2-d4a61f33.json"
+    (folder,) = import_to_folder("pixel-fleet", fixture, tmp_path / "out")
+    assert folder == tmp_path / "out" / src.name
+    assert json.loads((folder / "meta.json").read_text())["schema_version"] == 2
