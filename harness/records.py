@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, ValidationInfo, model_validator
-
 from pydantic_core import PydanticCustomError
 
 from harness.catalog import Item
