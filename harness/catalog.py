@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.errors import CatalogError, UsageError
 from harness.tomlfile import read_toml, validate
@@ -59,10 +59,19 @@ class Item(_Strict):
         "rounds/NAME/TASK/ for a round task ('' when a round task has neither).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _folder_of_older_sweeps(cls, data: Any) -> Any:
+        # sweep.json of a sweep planned before Item.folder existed (commit 9735d71) has none: an open prompt's
+        # checks/ and model.toml were then always in its source folder, and a round task had neither.
+        if isinstance(data, dict) and "folder" not in data and data.get("kind") == "open":
+            return {**data, "folder": data.get("source", "")}
+        return data
+
     @property
     def check_folder(self) -> str:
-        """Where ``checks/`` and ``model.toml`` are (sweeps recorded before ``folder`` existed: the source)."""
-        return self.folder or (self.source if self.kind == "open" else "")
+        """Where ``checks/`` and ``model.toml`` are: ``folder`` (the name the dispatcher and coordinator use)."""
+        return self.folder
 
 
 class _OpenMeta(_Strict):

@@ -310,8 +310,8 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
     k = attempt or runs_[-1].attempt
     meta = store.load_meta(sweep_id, cell.id, k)
     if as_json:
-        json.dump(meta, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # Today's form of the record, whatever version the file was written in.
+        sys.stdout.write(meta.model_dump_json(indent=2) + "\n")
         return
     folder = store.attempt_dir(sweep_id, cell.id, k)
     console.print(f"[bold]{cell.id}[/] in sweep {sweep_id}")
@@ -319,14 +319,15 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
         text, style = label(a)
         console.print(f"  attempt {a.attempt}: [{style}]{text}[/] {a.duration_s:.1f} s")
     console.print(f"attempt {k}: {folder}")
-    for key in ("status", "reason", "error", "exit_code", "agent", "agent_version", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
-        if meta.get(key) not in (None, "", []):
-            console.print(f"  {key}: {meta[key]}", markup=False)
-    if meta.get("values"):
-        console.print(f"  values: {meta['values']} (seed {meta.get('seed')})", markup=False)
+    for key in ("status", "reason", "error", "exit_code", "agent", "agent_kind", "agent_version", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
+        value = getattr(meta, key)
+        if value not in (None, "", []):
+            console.print(f"  {key}: {value}", markup=False)
+    if meta.values:
+        console.print(f"  values: {meta.values} (seed {meta.seed})", markup=False)
     console.print("artifacts:")
-    for art in meta.get("artifacts", []):
-        console.print(f"  {art['sha256'][:12]}  {art['size']:>9}  {art['name']}", markup=False)
+    for art in meta.artifacts:
+        console.print(f"  {art.sha256[:12]}  {art.size:>9}  {art.name}", markup=False)
     answer = folder / "answer.txt"
     if answer.is_file():
         text = answer.read_text(errors="replace")

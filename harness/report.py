@@ -11,109 +11,143 @@ import json
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Literal
 from xml.etree import ElementTree as ET
 
-from harness.records import SweepRecord
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.checks.result import CheckStatus
+from harness.grading.model import Grade, StopRecord
+from harness.recordfile import read_optional
+from harness.records import AttemptStatus, SweepRecord, read_meta
 from harness.store import Store, atomic_write
 
-__all__ = ["write_report", "cell_results"]
+__all__ = ["write_report", "cell_results", "CellRow", "CheckLine"]
 
 GRADES = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE")
 
 
-def _load(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
+class CheckLine(BaseModel):
+    """One acceptance check of a cell's row: its name and status (the whole result is in grade.json)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    status: CheckStatus
 
 
-def cell_results(store: Store, sweep: SweepRecord) -> list[dict]:
-    """One row per cell: its last attempt's grade, outcome, stop, reasons, timings and host facts."""
+class CellRow(BaseModel):
+    """One cell of the report (and of results.json's ``cells``): its last attempt, graded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str = Field(description="The cell id, HOST/ITEM/AGENT/rREP.")
+    host: str
+    item: str
+    agent: str
+    rep: int
+    attempts: int = Field(description="How many attempts the cell has had.")
+    status: AttemptStatus | Literal["pending"] = Field(description="The last attempt's status; pending: none yet.")
+    grade: str = Field(description="The last attempt's grade; '' when not graded (a harness failure without a "
+                       "grade counts as HARNESS_FAILURE).")
+    outcome: str = Field(description="The grade's product outcome; '' when not graded.")
+    stop: StopRecord | None = Field(description="The guard stop the grade names.")
+    reasons: list[str] = Field(description="The grade's reasons.")
+    checks: list[CheckLine] = Field(description="The acceptance checks the grade was given from.")
+    duration_s: float = Field(description="The last attempt's length (meta.json), 0 when not recorded.")
+    error: str = Field(description="The last attempt's error text (meta.json).")
+    host_facts: dict[str, str] = Field(description="What the host reported (meta.json of a sweep attempt).")
+    path: str = Field(description="The last attempt's folder, relative to the results directory.")
+
+
+def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
+    """One row per cell: its last attempt's grade, outcome, stop, reasons, timings and host facts, read from
+    grade.json and meta.json through their models (a missing one is an attempt not yet recorded or graded;
+    a corrupt one is a StoreError naming the file and key)."""
     rows = []
     for c in sweep.cells:
         runs = sweep.attempts.get(c.id) or []
         last = runs[-1] if runs else None
         folder = store.attempt_dir(sweep.id, c.id, last.attempt) if last else None
-        grade = _load(folder / "grade.json") if folder else {}
-        meta = _load(folder / "meta.json") if folder else {}
-        rows.append({
-            "cell": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep,
-            "attempts": len(runs), "status": last.status if last else "pending",
-            "grade": grade.get("grade", "") or ("HARNESS_FAILURE" if last and last.status == "harness_failure" else ""),
-            "outcome": grade.get("outcome", ""), "stop": grade.get("stop"), "reasons": grade.get("reasons", []),
-            "checks": [{"name": k.get("name"), "status": k.get("status")} for k in grade.get("checks", [])],
-            "duration_s": meta.get("duration_s", 0.0), "error": meta.get("error", ""),
-            "host_facts": meta.get("host_facts", {}), "path": str(folder.relative_to(store.root)) if folder else "",
-        })
+        grade = read_optional(folder / "grade.json", Grade) if folder else None
+        meta = read_meta(folder / "meta.json") if folder and (folder / "meta.json").is_file() else None
+        name = grade.grade if grade else ("HARNESS_FAILURE" if last and last.status == "harness_failure" else "")
+        rows.append(CellRow(
+            cell=c.id, host=c.host, item=c.item, agent=c.agent, rep=c.rep, attempts=len(runs),
+            status=last.status if last else "pending", grade=name, outcome=grade.outcome if grade else "",
+            stop=grade.stop if grade else None, reasons=grade.reasons if grade else [],
+            checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
+            duration_s=meta.duration_s if meta else 0.0, error=meta.error if meta else "",
+            host_facts=getattr(meta, "host_facts", {}), path=str(folder.relative_to(store.root)) if folder else "",
+        ))
     return rows
 
 
-def _rate(rows: list[dict]) -> str:
-    graded = [r for r in rows if r["grade"]]
-    real = [r for r in graded if r["grade"] != "HARNESS_FAILURE"]
+def _rate(rows: list[CellRow]) -> str:
+    graded = [r for r in rows if r.grade]
+    real = [r for r in graded if r.grade != "HARNESS_FAILURE"]
 
     def pct(part: int, whole: int) -> str:
         return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "-"
 
-    delivered = sum(1 for r in graded if r["grade"] == "DELIVERED")
+    delivered = sum(1 for r in graded if r.grade == "DELIVERED")
     return f"{pct(delivered, len(graded))} | {pct(delivered, len(real))}"
 
 
-def _markdown(sweep: SweepRecord, rows: list[dict]) -> str:
+def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     items = list(sweep.items)
     out = [f"# Sweep {sweep.id}", "", f"- status: {sweep.status}; created {sweep.created_at}; harness {sweep.harness_commit}",
-           f"- cells: {len(rows)}; grades: " + ", ".join(f"{g} {n}" for g, n in Counter(r['grade'] or 'pending' for r in rows).most_common()),
+           f"- cells: {len(rows)}; grades: " + ", ".join(f"{g} {n}" for g, n in Counter(r.grade or 'pending' for r in rows).most_common()),
            "", "## Matrix", "", "| host / agent | " + " | ".join(items) + " |", "|---" * (len(items) + 1) + "|"]
     by_row: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by_row[f"{r['host']} / {r['agent']}"][r["item"]].append(r["grade"] or r["status"])
+        by_row[f"{r.host} / {r.agent}"][r.item].append(r.grade or r.status)
     for row, cells in by_row.items():
         out.append(f"| {row} | " + " | ".join(" ".join(cells.get(i, ["-"])) for i in items) + " |")
     for key in ("host", "item"):
         out += ["", f"## Pass rate per {key}", "", f"| {key} | DELIVERED, all cells | DELIVERED, without harness failures |", "|---|---|---|"]
-        groups: dict[str, list[dict]] = defaultdict(list)
+        groups: dict[str, list[CellRow]] = defaultdict(list)
         for r in rows:
-            groups[r[key]].append(r)
+            groups[getattr(r, key)].append(r)
         out += [f"| {k} | {_rate(v)} |" for k, v in groups.items()]
-    stops = Counter(r["stop"]["reason"] for r in rows if r["stop"])
+    stops = Counter(r.stop.reason for r in rows if r.stop)
     out += ["", "## Stops by reason", ""] + ([f"- {k}: {n}" for k, n in stops.most_common()] or ["- none"])
     out += ["", "## Durations (last attempt)", "", "| host | median s | max s |", "|---|---|---|"]
     per_host: dict[str, list[float]] = defaultdict(list)
     for r in rows:
-        if r["duration_s"]:
-            per_host[r["host"]].append(r["duration_s"])
+        if r.duration_s:
+            per_host[r.host].append(r.duration_s)
     out += [f"| {h} | {statistics.median(d):.1f} | {max(d):.1f} |" for h, d in per_host.items()]
-    agent = [r for r in rows if r["grade"] in ("PARTIAL", "NOTHING", "CODE_IN_CHAT")]
-    harness = [r for r in rows if r["grade"] == "HARNESS_FAILURE"]
+    agent = [r for r in rows if r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT")]
+    harness = [r for r in rows if r.grade == "HARNESS_FAILURE"]
     out += ["", "## Findings", "", "### Agent failures", ""]
-    out += [f"- {r['cell']}: {r['grade']}: " + "; ".join(r["reasons"]) for r in agent] or ["- none"]
+    out += [f"- {r.cell}: {r.grade}: " + "; ".join(r.reasons) for r in agent] or ["- none"]
     out += ["", "### Harness limitations", ""]
-    out += [f"- {r['cell']}: {r['error'] or '; '.join(r['reasons'])}" for r in harness] or ["- none"]
+    out += [f"- {r.cell}: {r.error or '; '.join(r.reasons)}" for r in harness] or ["- none"]
     out += ["", "### Environment notes", ""]
-    seen: dict[str, dict] = {}
+    seen: dict[str, dict[str, str]] = {}
     for r in rows:
-        if r["host_facts"] and r["host"] not in seen:
-            seen[r["host"]] = r["host_facts"]
+        if r.host_facts and r.host not in seen:
+            seen[r.host] = r.host_facts
     out += [f"- {h}: " + ", ".join(f"{k} {v}" for k, v in facts.items()) for h, facts in seen.items()] or ["- none"]
     return "\n".join(out) + "\n"
 
 
-def _junit(sweep: SweepRecord, rows: list[dict]) -> bytes:
+def _junit(sweep: SweepRecord, rows: list[CellRow]) -> bytes:
     suite = ET.Element("testsuite", name=f"fleet sweep {sweep.id}", tests=str(len(rows)))
     counts: Counter[str] = Counter()
     for r in rows:
-        case = ET.SubElement(suite, "testcase", classname=r["host"], name=f"{r['item']}/{r['agent']}/r{r['rep']}",
-                             time=f"{r['duration_s']:.3f}")
-        text = "; ".join(r["reasons"]) or r["error"]
-        if r["grade"] == "HARNESS_FAILURE":
+        case = ET.SubElement(suite, "testcase", classname=r.host, name=f"{r.item}/{r.agent}/r{r.rep}",
+                             time=f"{r.duration_s:.3f}")
+        text = "; ".join(r.reasons) or r.error
+        if r.grade == "HARNESS_FAILURE":
             ET.SubElement(case, "error", message=f"HARNESS_FAILURE: {text}"[:1000])
             counts["errors"] += 1
-        elif r["grade"] in ("PARTIAL", "NOTHING", "CODE_IN_CHAT"):
-            ET.SubElement(case, "failure", message=f"{r['grade']}: {text}"[:1000])
+        elif r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT"):
+            ET.SubElement(case, "failure", message=f"{r.grade}: {text}"[:1000])
             counts["failures"] += 1
-        elif not r["grade"]:
-            ET.SubElement(case, "skipped", message=f"not graded ({r['status']})")
+        elif not r.grade:
+            ET.SubElement(case, "skipped", message=f"not graded ({r.status})")
             counts["skipped"] += 1
     for k in ("failures", "errors", "skipped"):
         suite.set(k, str(counts[k]))
@@ -127,7 +161,8 @@ def write_report(store: Store, sweep: SweepRecord) -> list[Path]:
     files = {
         "REPORT.md": _markdown(sweep, rows).encode(),
         "junit.xml": _junit(sweep, rows),
-        "results.json": json.dumps({"sweep": sweep.id, "status": sweep.status, "cells": rows}, indent=2).encode(),
+        "results.json": json.dumps({"sweep": sweep.id, "status": sweep.status,
+                                     "cells": [r.model_dump(mode="json") for r in rows]}, indent=2).encode(),
     }
     for name, data in files.items():
         atomic_write(folder / name, data)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Iterator
 from pydantic import ValidationError
 
 from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
-from harness.records import AttemptResult, AttemptSummary, SweepRecord, sha256_hex, utc_now
+from harness.records import AttemptMeta, AttemptResult, AttemptSummary, SweepRecord, read_meta, sha256_hex, utc_now
 
 if TYPE_CHECKING:
     from harness.grading import Grade
@@ -166,12 +166,16 @@ class Store:
     def attempt_dir(self, sweep_id: str, cell_id: str, attempt: int) -> Path:
         return self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}"
 
-    def load_meta(self, sweep_id: str, cell_id: str, attempt: int) -> dict:
+    def load_meta(self, sweep_id: str, cell_id: str, attempt: int) -> AttemptMeta:
+        """The attempt's meta.json through ``AttemptMeta`` (older versions migrated); a bad file is one
+        ``StoreError`` line naming the file and the key."""
         path = self.attempt_dir(sweep_id, cell_id, attempt) / "meta.json"
-        try:
-            return json.loads(path.read_bytes())
-        except FileNotFoundError:
-            raise UsageError(f"{path}: no such attempt") from None
+        if not path.is_file():
+            raise UsageError(f"{path}: no such attempt")
+        meta = read_meta(path)
+        if not isinstance(meta, AttemptMeta):
+            raise StoreError(f"{path}: kind: {meta.kind!r} is an imported session's record, not a sweep attempt's")
+        return meta
 
     # -- writing ---------------------------------------------------------------------------------
     def claim_sweep_id(self, base: str) -> str:

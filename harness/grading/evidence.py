@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.agents import writes_transcript
 from harness.catalog import Item
-from harness.errors import StoreError, TranscriptError
-from harness.grading.model import Evidence, StopRecord
+from harness.errors import TranscriptError
+from harness.grading.model import CHECKS_ADAPTER, Evidence, StopRecord
+from harness.recordfile import read_optional
+from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
 
 __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
 
@@ -54,27 +55,27 @@ def _files_from(events: list) -> list[str]:  # type: ignore[type-arg]
 
 def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "") -> Evidence:
     """Evidence from ``meta.json``, the workspace manifest, ``answer.txt``, ``receipt.json``, the transcript
-    and ``checks.json`` of one attempt folder. A folder outside any sweep (an imported session) has no
-    item: its ``meta.json`` says what the deliverable is."""
-    from harness.transcript import read_transcript
+    and ``checks.json`` of one attempt folder, each read through its model (older versions migrated; a bad
+    file is a ``StoreError`` naming it and the key). A folder outside any sweep (an imported session) has no
+    item: its ``meta.json`` says what the deliverable is; a sweep attempt graded without its item is graded
+    as a workspace item."""
+    from harness.transcript import OwnerReceipt, read_transcript
 
-    meta = json.loads(_read(folder, "meta.json") or "{}")
-    manifest = json.loads(_read(folder, "workspace.manifest.json") or "[]")
-    files = [m["path"] for m in manifest if m.get("size")]
-    receipt = json.loads(_read(folder, "receipt.json") or "{}").get("status", "none")
-    checks = json.loads(_read(folder, "checks.json") or "[]")
-    # meta.json names the adapter; attempts recorded before it did are known by their command line.
-    kind = agent_kind or meta.get("agent_kind") or ("builtin" if "workers.agent" in meta.get("agent_command", []) else "")
-    deliverable = item.deliverable if item is not None else meta.get("deliverable", "workspace")
-    if deliverable not in ("workspace", "answer"):
-        raise StoreError(f"{folder / 'meta.json'}: deliverable {deliverable!r} is neither workspace nor answer")
+    meta = read_meta(folder / "meta.json")
+    manifest = read_optional(folder / "workspace.manifest.json", MANIFEST_ADAPTER)
+    receipt = read_optional(folder / "receipt.json", OwnerReceipt)
+    checks = read_optional(folder / "checks.json", CHECKS_ADAPTER) or []
+    imported = isinstance(meta, ImportedMeta)
+    # A sweep attempt's meta.json names its adapter (older files are migrated by AttemptMeta).
+    kind = agent_kind or (meta.agent_kind if isinstance(meta, AttemptMeta) else "")
+    deliverable = item.deliverable if item is not None else (meta.deliverable if imported else "workspace")
     ev = Evidence(
-        status=meta.get("status", "harness_failure"), reason=meta.get("reason", ""), error=meta.get("error", ""),
-        exit_code=meta.get("exit_code"), deliverable=deliverable, expects_transcript=writes_transcript(kind),
-        files=files, answer=_read(folder, "answer.txt"), receipt=receipt if receipt in ("passed", "failed", "pending") else "none",
-        checks=checks, answer_recorded=meta.get("answer_recorded", True) is not False,
+        status=meta.status, reason=meta.reason, error=meta.error, exit_code=meta.exit_code, deliverable=deliverable,
+        expects_transcript=writes_transcript(kind), files=[m.path for m in manifest or [] if m.size],
+        answer=_read(folder, "answer.txt"), receipt=receipt.status if receipt is not None else "none",
+        checks=checks, answer_recorded=meta.answer_recorded if imported else True,
     )
-    captured = (folder / "workspace.manifest.json").is_file()
+    captured = manifest is not None
     if (folder / "transcript.jsonl").is_file():
         try:
             events = read_transcript(folder / "transcript.jsonl")

@@ -58,8 +58,8 @@ def grade(e: Evidence) -> Grade:
     failure = _harness_failure(e)
     if failure is not None:
         return out("HARNESS_FAILURE", failure[1], failure[0])
-    failed_checks = [c["name"] for c in e.checks if c.get("status") in ("failed", "error")]
-    untested = [c["name"] for c in e.checks if c.get("status") == "untested"]
+    failed_checks = [c.name for c in e.checks if c.status in ("failed", "error")]
+    untested = [c.name for c in e.checks if c.status == "untested"]
     reasons: list[str] = []
     if e.stop:
         reasons.append(f"stopped: {e.stop.text}")

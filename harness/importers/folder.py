@@ -8,7 +8,6 @@ workspace manifest and no ``checks.json``: no workspace was captured and no chec
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -17,18 +16,18 @@ from pathlib import Path
 from harness.errors import StoreError, UsageError
 from harness.grading import Grade, evidence_from_attempt, grade
 from harness.importers.recorded import RecordedRun
-from harness.records import sha256_hex, utc_now
+from harness.records import ArtifactRecord, ImportedMeta, read_meta, sha256_hex, utc_now
 from harness.transcript import Event, ReceiptEvent, TranscriptWriter
 
 __all__ = ["write_run_folder", "grade_folder"]
 
-META_SCHEMA_VERSION = 1
-
 
 def _is_import(folder: Path) -> bool:
+    """An earlier import's folder, which a new import of the run may replace (read through the model, so an
+    import written by an older version counts too)."""
     try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("imported") is True
-    except (OSError, ValueError, AttributeError):
+        return isinstance(read_meta(folder / "meta.json"), ImportedMeta)
+    except StoreError:
         return False
 
 
@@ -60,19 +59,16 @@ def write_run_folder(run: RecordedRun, events: Sequence[Event], folder: Path) ->
             files["receipt.json"] = (receipt.model_dump_json(indent=2) + "\n").encode("utf-8")
         for name, data in files.items():
             _write(staging / name, data)
-        artifacts = [{"name": name, "size": (staging / name).stat().st_size,
-                      "sha256": sha256_hex((staging / name).read_bytes())}
+        artifacts = [ArtifactRecord(name=name, size=(staging / name).stat().st_size,
+                                    sha256=sha256_hex((staging / name).read_bytes()))
                      for name in sorted([*files, "transcript.jsonl"])]
-        meta = {
-            "schema_version": META_SCHEMA_VERSION, "imported": True, "source_format": run.format,
-            "source_file": run.file, "source_sha256": run.sha256, "run": run.label,
-            "status": "finished", "reason": "", "error": "", "exit_code": None,
-            "host": run.host, "agent": run.agent, "item": run.item or Path(run.file).stem,
-            "deliverable": run.deliverable,
-            "answer_recorded": run.delivered is not None, "calls": len(run.calls), "imported_at": utc_now(),
-            **run.facts, "artifacts": artifacts,
-        }
-        _write(staging / "meta.json", (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        meta = ImportedMeta(
+            source_format=run.format, source_file=run.file, source_sha256=run.sha256, run=run.label,
+            host=run.host, agent=run.agent, item=run.item or Path(run.file).stem, deliverable=run.deliverable,
+            answer_recorded=run.delivered is not None, calls=len(run.calls), imported_at=utc_now(),
+            facts=run.facts, artifacts=artifacts,
+        )
+        _write(staging / "meta.json", (meta.model_dump_json(indent=2) + "\n").encode("utf-8"))
         if folder.exists():
             shutil.rmtree(folder)  # an earlier import of this run (checked above)
         staging.rename(folder)

@@ -201,7 +201,7 @@ def test_the_adapter_config_and_command(tmp_path):
 def test_fleet_import_writes_a_graded_folder_per_session(tmp_path):
     (folder,) = import_to_folder("hermes", DATA / "photo-renamer.export.jsonl", tmp_path / "out")
     meta = json.loads((folder / "meta.json").read_text())
-    assert (meta["source_format"], meta["agent"], meta["calls"], meta["source"]) == ("hermes", "hermes", 3, "cli")
+    assert (meta["source_format"], meta["agent"], meta["calls"], meta["facts"]["source"]) == ("hermes", "hermes", 3, "cli")
     assert (folder / "answer.txt").read_text() == FINAL_TEXT and (folder / "prompt.md").read_text() == PROMPT
     # The grader finds an imported run's files in successful file-tool results (harness/grading/evidence.py),
     # Hermes' write_file among them; no checks ran and no exit code was recorded, so it is not DELIVERED.

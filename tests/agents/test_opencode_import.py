@@ -153,7 +153,7 @@ def test_the_adapter_answers_from_the_stream_and_reads_the_collected_store(tmp_p
 def test_fleet_import_writes_a_graded_folder_per_session(tmp_path):
     (folder,) = import_to_folder("opencode", _db(tmp_path, "photo-renamer"), tmp_path / "out")
     meta = json.loads((folder / "meta.json").read_text())
-    assert (meta["source_format"], meta["agent"], meta["calls"], meta["title"]) == ("opencode", "opencode", 3,
+    assert (meta["source_format"], meta["agent"], meta["calls"], meta["facts"]["title"]) == ("opencode", "opencode", 3,
                                                                                    "fleet 07-photo-renamer")
     assert (folder / "answer.txt").read_text() == FINAL and (folder / "prompt.md").read_text() == PROMPT
     assert json.loads((folder / "session.json").read_text())["session"]["id"] == folder.name

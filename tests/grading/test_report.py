@@ -51,3 +51,31 @@ def test_report_rates_findings_and_junit(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "s1" / "results.json").read_text())
     assert [r["grade"] for r in results["cells"]] == ["DELIVERED", "PARTIAL", "HARNESS_FAILURE"]
     assert (tmp_path / "s1" / "tower1/07-photo-renamer/builtin/r1/attempt-1/grades.jsonl").read_text().count("\n") == 1
+
+
+def test_report_rows_are_typed_and_read_from_a_real_sweep(tmp_path: Path) -> None:
+    """The golden sweep (tests/golden/): each row is a CellRow built from grade.json and meta.json through
+    their models, and results.json is those rows as JSON."""
+    import shutil
+
+    from harness.report import CellRow, CheckLine, cell_results
+
+    sweep_id = "20261201-213416-golden"
+    shutil.copytree(Path(__file__).parents[1] / "golden" / "v1" / "runs" / sweep_id, tmp_path / sweep_id)
+    store = Store(tmp_path)
+    sweep = store.load_sweep(sweep_id)
+    rows = cell_results(store, sweep)
+    assert all(isinstance(r, CellRow) for r in rows)
+    renamer, answer, stats = rows
+    assert (renamer.grade, renamer.outcome, renamer.stop, renamer.checks) == (
+        "DELIVERED", "passed", None, [CheckLine(name="test_photo_renamer", status="passed")])
+    assert renamer.duration_s == 18.892 and renamer.host_facts["python"] == "3.11.7"
+    assert renamer.path == f"{sweep_id}/local/07-photo-renamer/builtin/r1/attempt-1"
+    assert (answer.grade, answer.checks, answer.reasons) == ("DELIVERED", [], ["the owner got a written answer"])
+    assert stats.stop == StopRecord(reason="consecutive_failures", text="4 consecutive failures", at_call=4)
+    write_report(store, sweep)
+    md = (tmp_path / sweep_id / "REPORT.md").read_text()
+    assert "| local | 2/3 (67 %) | 2/3 (67 %) |" in md and "- consecutive_failures: 1" in md
+    assert "- local/27-log-stats/builtin/r1: NOTHING: stopped: 4 consecutive failures; nothing usable was written" in md
+    results = json.loads((tmp_path / sweep_id / "results.json").read_text())
+    assert [CellRow.model_validate(c) for c in results["cells"]] == rows

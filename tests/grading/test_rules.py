@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.checks.result import CheckResult
 from harness.grading import Evidence, StopRecord, grade
 from harness.grading.model import GRADER_VERSION
+
+
+def _web(status: str) -> CheckResult:
+    return CheckResult(name="web", kind="web", status=status)  # type: ignore[arg-type]
 
 
 def ev(**kw) -> Evidence:  # type: ignore[no-untyped-def]
@@ -22,9 +27,9 @@ def ev(**kw) -> Evidence:  # type: ignore[no-untyped-def]
         (ev(expects_transcript=True, transcript_present=False), "HARNESS_FAILURE"),
         (ev(shell_trace_failure="Wsl/Service/0x8007274c"), "HARNESS_FAILURE"),
         (ev(receipt="passed"), "DELIVERED"),
-        (ev(checks=[{"name": "web", "status": "passed"}]), "DELIVERED"),
-        (ev(checks=[{"name": "web", "status": "failed"}]), "PARTIAL"),
-        (ev(checks=[{"name": "web", "status": "untested"}]), "PARTIAL"),
+        (ev(checks=[_web("passed")]), "DELIVERED"),
+        (ev(checks=[_web("failed")]), "PARTIAL"),
+        (ev(checks=[_web("untested")]), "PARTIAL"),
         (ev(receipt="failed"), "PARTIAL"),
         (ev(answer=""), "PARTIAL"),
         (ev(files=[], answer="Here it is:\n```python\nimport os\nprint(1)\nprint(2)\n```\n"), "CODE_IN_CHAT"),
@@ -86,12 +91,17 @@ def test_a_real_agent_attempt_without_its_transcript_is_a_harness_failure(tmp_pa
 
     from harness.grading import evidence_from_attempt
 
-    (tmp_path / "meta.json").write_text(json.dumps({"status": "finished", "exit_code": 0, "agent_kind": "openclaw",
-                                                    "agent_command": ["openclaw", "agent", "exec"]}))
-    (tmp_path / "workspace.manifest.json").write_text(json.dumps([{"path": "a.py", "size": 3}]))
+    from harness.records import AttemptResult
+
+    def meta(kind: str, command: list[str]) -> str:
+        return json.dumps(AttemptResult(sweep_id="s", cell_id="h/i/a/r1", attempt=1, status="finished", exit_code=0,
+                                        host="h", agent="a", item="i", agent_kind=kind, agent_command=command).meta())
+
+    (tmp_path / "meta.json").write_text(meta("openclaw", ["openclaw", "agent", "exec"]))
+    (tmp_path / "workspace.manifest.json").write_text(json.dumps([{"path": "a.py", "size": 3, "sha256": "0" * 64,
+                                                                   "packed": True, "why": ""}]))
     (tmp_path / "answer.txt").write_text("done")
     g = grade(evidence_from_attempt(tmp_path, None))
     assert g.grade == "HARNESS_FAILURE", g.reasons
-    (tmp_path / "meta.json").write_text(json.dumps({"status": "finished", "exit_code": 0, "agent_kind": "command",
-                                                    "agent_command": ["my-agent"]}))
+    (tmp_path / "meta.json").write_text(meta("command", ["my-agent"]))
     assert grade(evidence_from_attempt(tmp_path, None)).grade != "HARNESS_FAILURE"

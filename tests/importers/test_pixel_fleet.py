@@ -106,7 +106,7 @@ def test_every_run_of_every_file_imports_with_all_its_calls(name: str, imported:
         assert len(calls) == len(results) == count
         assert [c.call_id for c in calls] == [r.call_id for r in results]
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        assert meta["imported"] is True and meta["source_format"] == "pixel-fleet"
+        assert (meta["schema_version"], meta["kind"], meta["source_format"]) == (2, "imported", "pixel-fleet")
         assert (meta["run"], meta["calls"], meta["status"], meta["exit_code"]) == (label, count, "finished", None)
         assert meta["source_sha256"] == hashlib.sha256(raw).hexdigest()
         for artifact in meta["artifacts"]:
@@ -387,7 +387,7 @@ def test_files_come_from_the_transcript_when_no_workspace_was_captured(imported:
 def test_the_recorded_grades_beside_the_harness_grades(imported: dict[str, Path]) -> None:
     """Only tower2 records its team grade as a field: PARTIAL, the same as the harness's."""
     meta = json.loads((imported[run_of(TOWER2)] / "meta.json").read_text(encoding="utf-8"))
-    assert meta["recorded_grade"] == "PARTIAL" == grade_folder(imported[run_of(TOWER2)]).grade
+    assert meta["facts"]["recorded_grade"] == "PARTIAL" == grade_folder(imported[run_of(TOWER2)]).grade
 
 
 # --------------------------------------------------------------------------------------------------

@@ -228,7 +228,9 @@ def test_record_attempt_writes_artifacts_and_meta(planned) -> None:  # type: ign
     (summary,) = on_disk.attempts[sweep.cells[0].id]
     assert (summary.attempt, summary.status, summary.exit_code, summary.duration_s) == (1, "finished", 0, 1.5)
     assert store.list_sweeps() == [sweep.id]
-    assert store.load_meta(sweep.id, sweep.cells[0].id, 1) == meta
+    loaded = store.load_meta(sweep.id, sweep.cells[0].id, 1)
+    assert (loaded.kind, loaded.schema_version, loaded.status) == ("run", 2, "finished")
+    assert loaded.model_dump(mode="json") == meta  # the file is exactly the model's dump: nothing lost or added
 
 
 def test_index_has_the_rows(planned) -> None:  # type: ignore[no-untyped-def]
