@@ -81,6 +81,10 @@ class RecordedCall:
         command = self.arguments.get("command")
         return command if isinstance(command, str) else None
 
+    def exit_code(self) -> int | None:
+        """The command's recorded exit code (``details.exitCode``), when it is an integer."""
+        return _int((self.agent_details or {}).get("exitCode"))
+
 
 @dataclass
 class RecordedRun:
@@ -142,8 +146,7 @@ def verdict_of(call: RecordedCall) -> TestVerdict | None:
     command = call.command()
     if not call.ran or call.name != "exec" or command is None or not is_test_command(command):
         return None
-    exit_code = _int((call.agent_details or {}).get("exitCode"))
-    return recognize(call.output if call.output is not None else call.text, exit_code, command)
+    return recognize(call.output if call.output is not None else call.text, call.exit_code(), command)
 
 
 def _details(call: RecordedCall, test: TestVerdict | None) -> ToolDetails:
