@@ -12,7 +12,8 @@ Mapping: each assistant message is a model round (``model_request`` with the mes
 one, then ``model_response``, or ``model_error`` when the endpoint failed); each ``toolCall`` block is a
 ``tool_call`` and its ``toolResult`` a ``tool_result``, whose ``is_error``/``details.status`` count a non-zero
 exit code as failed whatever OpenClaw flagged (``isError`` and ``details`` are kept as ``agent_is_error`` and
-``agent_details``). The last assistant message's ``stopReason`` decides ``run_end``.
+``agent_details``). The last assistant message's ``stopReason`` decides ``run_end``; ``length`` (the final
+reply cut at the output limit) is the run's stop, rule and reason ``output_limit``, as for every agent.
 
 Nothing is guessed or dropped in silence: an entry this importer does not translate is counted in
 ``run_start.imported.limits``, and the whole session is kept beside the transcript. Input that is not an
@@ -32,7 +33,7 @@ from typing import Any, Literal, NoReturn
 
 from harness.errors import TranscriptImportError
 from harness.importers.reader import Reader
-from harness.importers.recorded import RecordedCall, RecordedRun, tool_details, verdict_of
+from harness.importers.recorded import RecordedCall, RecordedRun, output_limit_stop, tool_details, verdict_of
 from harness.transcript import (
     Event,
     ImportedFrom,
@@ -490,6 +491,11 @@ def _run_end(last: tuple[Entry, dict[str, Any]] | None, rounds: int, usage: Usag
         return ([RunEnd(outcome="interrupted", reason="no_final_reply",
                         message="the session ends after tool calls, without a final reply", **common)],
                 None, text, stop, error)
-    message_text = ("the last reply was cut at the output limit (stopReason length)" if stop == "length" else None)
-    return ([RunEnd(outcome="completed", reason="length" if stop == "length" else None, message=message_text,
-                    **common)], text, text, stop, error)
+    if stop == "length":
+        # The final reply was cut at the output limit: the run's stop, as for every agent (the owner still got
+        # the text OpenClaw delivered).
+        return ([output_limit_stop(rounds), RunEnd(outcome="stopped", reason="output_limit",
+                                                   message="the last reply was cut at the output limit "
+                                                           "(stopReason length)", **common)],
+                text, text, stop, error)
+    return [RunEnd(outcome="completed", reason=None, message=None, **common)], text, text, stop, error
