@@ -111,17 +111,7 @@ def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Messa
 
 def _export(text: str, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
     out = []
-    lines = text.splitlines()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        try:
-            session = json.loads(line)
-        except json.JSONDecodeError as exc:
-            cut = n == len(lines) and not text.endswith("\n")
-            reader.fail(where, f"not valid JSON ({exc.msg}, column {exc.colno})"
-                        + ("; the file ends early: is it cut short?" if cut else ""))
+    for where, line, session in reader.json_lines(text):
         if not isinstance(session, dict):
             reader.fail(where, f"expected a session object, got {type(session).__name__}")
         for key in ("id", "messages"):
