@@ -30,7 +30,8 @@ Status: the refusal receipt is ``passed`` only when it can stand for the whole r
    explanation, summary, report, results, usage, "tell me", "include ..." -- deliberately broad), and
    no research was requested and no web results were used;
 2. a write, edit or apply_patch succeeded in this run;
-3. the latest recognized test passed and at least one test it reported passed;
+3. the latest recognized test passed and at least one test it reported passed (a run whose runner
+   collected or selected no test is ``no_test_ran``, and the receipt names what the runner said);
 4. that test ran in a directory holding a file this run changed (the workspace root and the
    Playground folder cover only their own top-level files; a command naming ``..``, ``~`` or an
    absolute path outside its directory covers nothing);
@@ -53,7 +54,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.guard.verdict import TestVerdict, is_test_command, recognize
+from harness.guard.verdict import TestVerdict, delivery_verdict, is_test_command, recognize
 
 __all__ = [
     "FileChange",
@@ -97,7 +98,8 @@ NO_TEST_LINE = "- No recognized test command ran.\n"
 STILL_RUNNING_LINE = "- A command started earlier was still running when tool use stopped.\n"
 
 TestState = Literal[
-    "passed_current", "passed_not_current", "overlapped", "no_passing_test", "failed", "not_finished", "none_ran"
+    "passed_current", "passed_not_current", "overlapped", "no_test_ran", "no_passing_test", "failed",
+    "not_finished", "none_ran",
 ]
 ReceiptStatus = Literal["passed", "failed", "pending", "none"]
 
@@ -113,6 +115,9 @@ STATE_TEXT: dict[str, str] = {
     "failed": " failed.",
     "not_finished": " had not finished, so its result is unknown.",
 }
+NO_TEST_RAN_TEXT = " ran no test, so no test passed: the runner reported \"{said}\"."
+"""A test command whose runner collected or selected no test (seed 003: "the receipt says no test passed"),
+with the runner's own words, so the owner can tell it from a failing test."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -350,8 +355,8 @@ def _test_state(
     if test.end is None:
         return "not_finished", None
     verdict = recognize(test.output, test.exit_code, test.command)
-    if verdict.verdict == "no_passing_test":
-        return "no_passing_test", verdict
+    if verdict.verdict in ("no_test_ran", "no_passing_test"):
+        return verdict.verdict, verdict
     if verdict.verdict != "passed":
         return "failed", verdict  # "unrecognized" too: a false failure, never a false pass
     return _currency(test, events), verdict
@@ -392,9 +397,14 @@ def build_refusal_receipt(events: Sequence[FileChange | CommandRun], facts: RunF
         body += NO_TEST_LINE
     else:
         command, directory = _split_leading_cd(test.command, _normal(test.cwd or root))
+        if state == "no_test_ran" and verdict is not None:
+            said = _display(verdict.said or "no test ran", MAX_COMMAND_CHARS).replace('"', "'")
+            state_text = NO_TEST_RAN_TEXT.format(said=said)
+        else:
+            state_text = STATE_TEXT[state]
         body += (
             f"- The latest recognized test command, `{_display(command, MAX_COMMAND_CHARS)}` in "
-            f"`{_display(directory, MAX_COMMAND_CHARS)}`,{STATE_TEXT[state]}\n"
+            f"`{_display(directory, MAX_COMMAND_CHARS)}`,{state_text}\n"
         )
         covered = _covers(directory, command, list(kinds), root)
     if any(isinstance(event, CommandRun) and event.end is None for event in events):
@@ -436,7 +446,9 @@ def verification_status(
         return "none"
     if test.end is None:
         return "pending"
-    verdict = recognize(test.output, test.exit_code, test.command).verdict
+    # delivery_verdict, not the verdict: a run where no test ran gates exactly as it did before it had a
+    # name (exit 0 as "no passing test", exit 5 as failed), so no delivery or continuation moves.
+    verdict = delivery_verdict(recognize(test.output, test.exit_code, test.command), test.exit_code)
     if verdict == "passed" or (verdict == "no_passing_test" and skipped_only_passes):
         return "passed"
     return "failed"

@@ -11,9 +11,17 @@ that prints no runner summary is judged by its exit code and its own ``Error:``/
 Rules, in order:
 
 * A runner summary that reports a failure or error is ``failed``, whatever the exit code.
-* A passing summary with a non-zero exit code is ``failed`` (the exit code is the process's verdict).
-* A passing summary in which no test passed (every test skipped, an expected failure, xpassed,
-  deselected or todo, or nothing collected) is ``no_passing_test``: it proves nothing.
+* A summary that says no test ran (nothing was collected or selected: unittest's "Ran 0 tests" /
+  "NO TESTS RAN", pytest's "no tests ran" or a deselected-only run, Jest's "No tests found", Vitest's
+  "No test files found", node:test's "tests 0", cargo's "running 0 tests", go's "no test files" /
+  "no tests to run") is ``no_test_ran``, whatever the exit code (pytest and unittest exit 5, Jest and
+  Vitest 1); ``said`` keeps the runner's own words. It is neither a failing test nor a run whose tests
+  were skipped, so it has a name of its own.
+* A passing summary with a non-zero exit code is ``failed`` (the exit code is the process's verdict),
+  unless the runner's own verdict word says no test ran (unittest 3.12+ "NO TESTS RAN (skipped=1)",
+  exit 5): that exit reports that nothing ran, so the next rule applies.
+* A passing summary in which no test passed (every test skipped, an expected failure, xpassed or todo)
+  is ``no_passing_test``: it proves nothing.
 * Otherwise a summary is ``passed``.
 * No summary and a non-zero exit: ``failed``. No summary and no exit code: ``unrecognized``.
 * No summary and exit 0: ``no_passing_test`` -- except for an *ad-hoc test script* (a test command
@@ -21,9 +29,14 @@ Rules, in order:
   own runner: it is ``passed`` unless it printed a failure line (``Error: ...``, ``fail: ...``,
   ``Traceback``, "tests failed"). Seed 003's tower2 receipt counts exactly such a run as passed.
 
+Delivery and continuation gate on ``delivery_verdict``, not on the verdict itself: there a run in which
+no test passed (``no_test_ran``, ``no_passing_test``) is ``failed`` unless it exited 0 (seed 002 counts
+unittest's exit 5 as a failed test run), exactly as before ``no_test_ran`` had a name.
+
 Counts: ``skipped`` holds every test that ran without passing or failing: skipped, expected failures
-(xfailed), xpassed, deselected, todo, ignored and filtered out. ``failed`` holds failures, errors,
-unexpected successes and cancelled tests. An ad-hoc script reports no counts (all zero).
+(xfailed), xpassed, todo and ignored. ``deselected`` holds the tests a selection left out (pytest's
+"deselected", cargo's "filtered out"): they never ran, so they are not skipped. ``failed`` holds
+failures, errors, unexpected successes and cancelled tests. An ad-hoc script reports no counts.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "Runner",
@@ -42,12 +55,13 @@ __all__ = [
     "TestVerdict",
     "strip_ansi",
     "recognize",
+    "delivery_verdict",
     "is_test_command",
     "runner_for_command",
 ]
 
 Runner = Literal["unittest", "pytest", "jest", "vitest", "node_test", "cargo", "go"]
-VerdictName = Literal["passed", "failed", "no_passing_test", "unrecognized"]
+VerdictName = Literal["passed", "failed", "no_test_ran", "no_passing_test", "unrecognized"]
 
 
 class TestVerdict(BaseModel):
@@ -61,16 +75,25 @@ class TestVerdict(BaseModel):
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    deselected: int = 0
+    """Tests a selection left out (pytest ``-k``/``-m`` "deselected", cargo "filtered out"): never run."""
+    said: str | None = None
+    """``no_test_ran``: the runner's own words for it ("NO TESTS RAN", "3 deselected", "No tests found")."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # deselected and said are left out when unset, so every verdict stored before they existed
+        # (transcripts, receipts, grades) is written byte for byte as it was.
+        data: dict[str, Any] = handler(self)
+        if not data.get("deselected"):
+            data.pop("deselected", None)
+        if data.get("said") is None:
+            data.pop("said", None)
+        return data
 
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form stored in transcripts and grades."""
-        return {
-            "runner": self.runner,
-            "verdict": self.verdict,
-            "passed": self.passed,
-            "failed": self.failed,
-            "skipped": self.skipped,
-        }
+        """The stable JSON form stored in transcripts and grades (``deselected``/``said`` only when set)."""
+        return self.model_dump()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -97,6 +120,11 @@ class _Summary(BaseModel):
     failed: int
     skipped: int
     ok: bool  # the runner's own overall verdict line says success
+    deselected: int = 0
+    said: str | None = None  # the runner's words when it reports that no test ran
+    none_ran: bool = False
+    """The runner's own verdict word is "no test ran" (unittest 3.12+ "NO TESTS RAN (skipped=1)", exit 5): its
+    non-zero exit then reports that nothing ran, not that a test failed."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -109,8 +137,8 @@ _UNITTEST_INFO = re.compile(r"(failures|errors|skipped|expected failures|unexpec
 
 
 def _unittest(text: str) -> _Summary | None:
-    passed = failed = skipped = 0
-    ok, found = True, False
+    passed = failed = skipped = ran_total = 0
+    ok, found, no_tests_ran = True, False, False
     lines = text.split("\n")
     for index, line in enumerate(lines):
         ran = _UNITTEST_RAN.match(line)
@@ -125,6 +153,8 @@ def _unittest(text: str) -> _Summary | None:
         if result is None:
             continue
         found = True
+        ran_total += int(ran.group(1))
+        no_tests_ran = no_tests_ran or result.group(1) == "NO TESTS RAN"
         info = {key: int(value) for key, value in _UNITTEST_INFO.findall(result.group(2) or "")}
         failures = info.get("failures", 0) + info.get("errors", 0) + info.get("unexpected successes", 0)
         not_run = info.get("skipped", 0) + info.get("expected failures", 0)
@@ -141,7 +171,11 @@ def _unittest(text: str) -> _Summary | None:
     if blocks and failed == 0:
         failed = blocks
         ok = False
-    return _Summary(runner="unittest", passed=passed, failed=failed, skipped=skipped, ok=ok)
+    # Python 3.12+ says "NO TESTS RAN" (and exits 5); 3.11 says "Ran 0 tests" ... "OK" (and exits 0).
+    # From 3.12 "Ran N" leaves skipped tests out, and a run of skipped tests only is "NO TESTS RAN (skipped=1)".
+    said = None if ran_total or failed else ("NO TESTS RAN" if no_tests_ran else "Ran 0 tests")
+    return _Summary(runner="unittest", passed=passed, failed=failed, skipped=skipped, ok=ok, said=said,
+                    none_ran=no_tests_ran)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -153,31 +187,32 @@ _PYTEST_PART = re.compile(r"^(\d+) (passed|failed|skipped|xfailed|xpassed|errors
 
 def _pytest(text: str) -> _Summary | None:
     counts: dict[str, int] = {}
-    found = False
+    bodies: list[str] = []
     for raw in text.split("\n"):
         line = raw.strip().strip("=").strip()
         match = _PYTEST_LINE.match(line)
         if not match:
             continue
         body = match.group(1)
-        if body == "no tests ran":
-            found = True
-            continue
-        parts = body.split(", ")
+        # "no tests ran" stands where the counts would be, alone or before warnings ("no tests ran, 1 warning").
+        parts = [part for part in body.split(", ") if part != "no tests ran"]
         parsed = [_PYTEST_PART.match(part) for part in parts]
         if not all(parsed):
             continue
-        found = True
+        bodies.append(body)
         for part in parsed:
             assert part is not None
             word = part.group(2)
             word = "error" if word.startswith("error") else word
             counts[word] = counts.get(word, 0) + int(part.group(1))
-    if not found:
+    if not bodies:
         return None
     failed = counts.get("failed", 0) + counts.get("error", 0)
-    skipped = sum(counts.get(word, 0) for word in ("skipped", "xfailed", "xpassed", "deselected"))
-    return _Summary(runner="pytest", passed=counts.get("passed", 0), failed=failed, skipped=skipped, ok=failed == 0)
+    passed = counts.get("passed", 0)
+    skipped = sum(counts.get(word, 0) for word in ("skipped", "xfailed", "xpassed"))
+    said = bodies[-1] if passed + failed + skipped == 0 else None
+    return _Summary(runner="pytest", passed=passed, failed=failed, skipped=skipped, ok=failed == 0,
+                    deselected=counts.get("deselected", 0), said=said)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -195,10 +230,16 @@ def _words(body: str) -> dict[str, int]:
     return counts
 
 
+_JEST_NONE = re.compile(r"^No tests found, exiting with code \d+", re.M)
+
+
 def _jest(text: str) -> _Summary | None:
     tests = _JEST_TESTS.findall(text)
     suites = _JEST_SUITES.findall(text)
     if not tests and not suites:
+        # Jest prints no summary when no test file matched; exit 1, or 0 with --passWithNoTests.
+        if _JEST_NONE.search(text):
+            return _Summary(runner="jest", passed=0, failed=0, skipped=0, ok=True, said="No tests found")
         return None
     counts = _words(tests[-1]) if tests else {}
     suite_counts = _words(suites[-1]) if suites else {}
@@ -207,7 +248,8 @@ def _jest(text: str) -> _Summary | None:
     ok = failed == 0 and suite_counts.get("failed", 0) == 0
     if failed == 0 and not ok:
         failed = suite_counts.get("failed", 0)  # a suite that failed to run reports no test
-    return _Summary(runner="jest", passed=counts.get("passed", 0), failed=failed, skipped=skipped, ok=ok)
+    said = f"Tests: {tests[-1].strip()}" if tests and failed == 0 and not counts.get("passed") and not skipped else None
+    return _Summary(runner="jest", passed=counts.get("passed", 0), failed=failed, skipped=skipped, ok=ok, said=said)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,10 +270,16 @@ def _vitest_counts(body: str) -> dict[str, int] | None:
     return counts
 
 
+_VITEST_NONE = re.compile(r"^No test files found, exiting with code \d+", re.M)
+
+
 def _vitest(text: str) -> _Summary | None:
     tests = [c for c in (_vitest_counts(m.group(1)) for m in _VITEST_TESTS.finditer(text)) if c is not None]
     files = [c for c in (_vitest_counts(m.group(1)) for m in _VITEST_FILES.finditer(text)) if c is not None]
     if not tests and not files:
+        # Vitest prints no summary when no test file matched; exit 1, or 0 with --passWithNoTests.
+        if _VITEST_NONE.search(text):
+            return _Summary(runner="vitest", passed=0, failed=0, skipped=0, ok=True, said="No test files found")
         return None
     counts = tests[-1] if tests else {}
     file_counts = files[-1] if files else {}
@@ -257,7 +305,9 @@ def _node_test(text: str) -> _Summary | None:
         return None
     failed = counts["fail"] + counts.get("cancelled", 0)
     skipped = counts.get("skipped", 0) + counts.get("todo", 0)
-    return _Summary(runner="node_test", passed=counts["pass"], failed=failed, skipped=skipped, ok=failed == 0)
+    said = "tests 0" if counts["tests"] == 0 and failed == 0 else None
+    return _Summary(runner="node_test", passed=counts["pass"], failed=failed, skipped=skipped, ok=failed == 0,
+                    said=said)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,9 +325,14 @@ def _cargo(text: str) -> _Summary | None:
         return None
     passed = sum(int(r[1]) for r in results)
     failed = sum(int(r[2]) for r in results)
-    skipped = sum(int(r[3]) + int(r[5]) for r in results)
+    skipped = sum(int(r[3]) for r in results)
+    filtered = sum(int(r[5]) for r in results)  # left out by a name filter: deselected, never run
     ok = all(r[0] == "ok" for r in results) and failed == 0
-    return _Summary(runner="cargo", passed=passed, failed=failed, skipped=skipped, ok=ok)
+    said = None
+    if passed + failed + skipped == 0:
+        said = "running 0 tests" + (f", {filtered} filtered out" if filtered else "")
+    return _Summary(runner="cargo", passed=passed, failed=failed, skipped=skipped, ok=ok, deselected=filtered,
+                    said=said)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,11 +343,16 @@ _GO_FAIL_PACKAGE = re.compile(r"^FAIL\s+\S+\s+(?:\d+(?:\.\d+)?s|\[(?:build|setup
 _GO_CASE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): \S+", re.M)
 
 
+_GO_NO_FILES = re.compile(r"^\?\s+\S+\s+\[no test files\]", re.M)
+_GO_NO_TESTS = re.compile(r"^testing: warning: no tests to run$|\[no tests to run\]", re.M)
+
+
 def _go(text: str) -> _Summary | None:
     oks = _GO_OK.findall(text)
     failed_packages = len(_GO_FAIL_PACKAGE.findall(text))
     cases = _GO_CASE.findall(text)
-    if not oks and not failed_packages and not cases:
+    no_files = bool(_GO_NO_FILES.search(text))
+    if not oks and not failed_packages and not cases and not no_files:
         return None
     if cases:  # -v: every test and subtest reports itself
         passed, failed, skipped = cases.count("PASS"), cases.count("FAIL"), cases.count("SKIP")
@@ -301,7 +361,11 @@ def _go(text: str) -> _Summary | None:
         passed = sum(1 for rest in oks if "[no tests to run]" not in rest)
         failed, skipped = 0, 0
     failed = max(failed, failed_packages)
-    return _Summary(runner="go", passed=passed, failed=failed, skipped=skipped, ok=failed == 0)
+    said = None
+    if passed + failed + skipped == 0:
+        words = (["no test files"] if no_files else []) + (["no tests to run"] if _GO_NO_TESTS.search(text) else [])
+        said = "; ".join(words) or None
+    return _Summary(runner="go", passed=passed, failed=failed, skipped=skipped, ok=failed == 0, said=said)
 
 
 _PARSERS: dict[Runner, Callable[[str], _Summary | None]] = {
@@ -493,16 +557,20 @@ def recognize(output: str, exit_code: int | None = None, command: str | None = N
     hint = runner_for_command(command) if command else None
     summary = _summary(text, hint)
     if summary is not None:
-        counts = {"passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped}
+        counts = {"passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped,
+                  "deselected": summary.deselected}
+        said = None
         if summary.failed > 0 or not summary.ok:
             verdict: VerdictName = "failed"
-        elif exit_code not in (None, 0):
+        elif summary.passed + summary.skipped == 0:
+            verdict, said = "no_test_ran", summary.said or "no test ran"
+        elif exit_code not in (None, 0) and not summary.none_ran:
             verdict = "failed"
         elif summary.passed == 0:
             verdict = "no_passing_test"
         else:
             verdict = "passed"
-        return TestVerdict(runner=summary.runner, verdict=verdict, **counts)
+        return TestVerdict(runner=summary.runner, verdict=verdict, said=said, **counts)
     if exit_code is None:
         return TestVerdict(runner=hint, verdict="unrecognized")
     if exit_code != 0:
@@ -510,3 +578,13 @@ def recognize(output: str, exit_code: int | None = None, command: str | None = N
     if command and _adhoc_script(command):
         return TestVerdict(runner=None, verdict="failed" if _adhoc_failure(text) else "passed")
     return TestVerdict(runner=hint, verdict="no_passing_test")
+
+
+def delivery_verdict(verdict: TestVerdict, exit_code: int | None) -> VerdictName:
+    """The verdict as delivery and continuation gate on it. A run in which no test passed is ``failed``
+    after a non-zero exit (seed 002: unittest's exit 5 with no tests run is a failed test run) and
+    ``no_passing_test`` after a clean one: what the recognizer said before a run with no test had a name of
+    its own, so no gate moves. Every other verdict gates as itself."""
+    if verdict.verdict not in ("no_test_ran", "no_passing_test"):
+        return verdict.verdict
+    return "failed" if exit_code not in (None, 0) else "no_passing_test"

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from harness.guard.verdict import TestVerdict, is_test_command, recognize
 from harness.importers.folder import write_run_folder
-from harness.importers.recorded import RecordedCall, RecordedRun
+from harness.importers.recorded import RecordedCall, RecordedRun, output_limit_stop
 from harness.transcript import (
     Event,
     GuardDecision,
@@ -217,8 +217,8 @@ def session_events(session: ChatSession) -> list[Event]:
                                 text=f"the agent's permission policy refused {last.name} and ended the run",
                                 call_id=last.call_id))
     if session.outcome == "stopped" and session.reason == "output_limit":
-        events.append(StopEvent(round=len(session.rounds), rule="output_limit", reason="output_limit",
-                                text=session.message or "the reply was cut at the model's output limit"))
+        events.append(output_limit_stop(len(session.rounds),
+                                        session.message or "the reply was cut at the model's output limit"))
     if session.outcome is not None:
         events.append(RunEnd(
             outcome=session.outcome, reason=session.reason, message=session.message, exit_code=None,

@@ -111,17 +111,7 @@ def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Messa
 
 def _export(text: str, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
     out = []
-    lines = text.splitlines()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        try:
-            session = json.loads(line)
-        except json.JSONDecodeError as exc:
-            cut = n == len(lines) and not text.endswith("\n")
-            reader.fail(where, f"not valid JSON ({exc.msg}, column {exc.colno})"
-                        + ("; the file ends early: is it cut short?" if cut else ""))
+    for where, line, session in reader.json_lines(text):
         if not isinstance(session, dict):
             reader.fail(where, f"expected a session object, got {type(session).__name__}")
         for key in ("id", "messages"):
@@ -302,11 +292,20 @@ def endpoint_failure(final_output: str, run_failed: bool = False) -> tuple[str, 
     return reason, final_output.strip()
 
 
+_CUT_OUTPUT = re.compile(r"^(?:First response|Response) truncated due to output length limit$")
+"""What ``hermes -z`` prints when the model's reply was cut at the output limit and not recovered (a cut tool call
+is never stored, so only this says so)."""
+
+
 def _ending(rounds: list[SessionRound], last: dict[str, Any] | None) -> tuple[RunOutcome | None, str | None, str | None]:
     if last is None or last.get("role") in ("user", "system"):
         return None, None, None  # no reply was stored: how the run ended is not in the store
     if last.get("role") == "tool" or any(not c.finished for c in rounds[-1].calls):
         return "interrupted", "ended_mid_round", "the session ends after a tool result, without the model's reply"
+    if rounds[-1].finish_reason == "length":
+        # Hermes asks for a continuation of a cut text reply up to four times, storing each cut part; the run
+        # ending on one means the last was cut too: the run's stop, as for every agent.
+        return "stopped", "output_limit", "the last reply was cut at the model's output limit"
     return "completed", None, None
 
 
@@ -391,6 +390,8 @@ def read_attempt(files: Mapping[str, bytes], db_name: str, final_output: bytes |
     failed = endpoint_failure(output, report.get("failed") is True)
     if failed is not None and report.get("completed") is not True:
         session.outcome, session.reason, session.message = "infrastructure", failed[0], failed[1]
+    elif _CUT_OUTPUT.match(output.strip()) and report.get("completed") is not True:
+        session.outcome, session.reason, session.message = "stopped", "output_limit", output.strip()
     elif session.outcome is None and report.get("failed") is True:
         session.outcome, session.reason = "agent_error", "failed"
         session.message = output.strip() or "hermes -z reported a failed run"

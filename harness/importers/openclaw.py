@@ -12,7 +12,8 @@ Mapping: each assistant message is a model round (``model_request`` with the mes
 one, then ``model_response``, or ``model_error`` when the endpoint failed); each ``toolCall`` block is a
 ``tool_call`` and its ``toolResult`` a ``tool_result``, whose ``is_error``/``details.status`` count a non-zero
 exit code as failed whatever OpenClaw flagged (``isError`` and ``details`` are kept as ``agent_is_error`` and
-``agent_details``). The last assistant message's ``stopReason`` decides ``run_end``.
+``agent_details``). The last assistant message's ``stopReason`` decides ``run_end``; ``length`` (the final
+reply cut at the output limit) is the run's stop, rule and reason ``output_limit``, as for every agent.
 
 Nothing is guessed or dropped in silence: an entry this importer does not translate is counted in
 ``run_start.imported.limits``, and the whole session is kept beside the transcript. Input that is not an
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -32,7 +34,7 @@ from typing import Any, Literal, NoReturn
 
 from harness.errors import TranscriptImportError
 from harness.importers.reader import Reader
-from harness.importers.recorded import RecordedCall, RecordedRun, tool_details, verdict_of
+from harness.importers.recorded import RecordedCall, RecordedRun, output_limit_stop, tool_details, verdict_of
 from harness.transcript import (
     Event,
     ImportedFrom,
@@ -238,11 +240,8 @@ def _seconds(start: object, end: object) -> float:
     return round(max(0.0, (b - a).total_seconds()), 3)
 
 
-def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[Event]]:
-    """One session's ``RecordedRun`` (for the folder) and its transcript events (``seq``/``ts`` unstamped).
-
-    ``raw`` is the session as kept beside the transcript (``session.json``)."""
-    reader = _Reader(source.file)
+def _header(source: SessionSource, reader: _Reader) -> tuple[Entry, int, str, str]:
+    """(the header entry, session version, session id, cwd), checked: the header first, a version this reads."""
     if not source.entries:
         reader.fail("", "no session entries")
     head = source.entries[0]
@@ -258,196 +257,266 @@ def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[E
                                 "sessions)")
     session_id = reader.get(head.data, "id", str, head.where)
     cwd = reader.get(head.data, "cwd", str, head.where, required=False) or ""
-    started = head.data.get("timestamp")
-    last_ts = started
+    return head, version, session_id, cwd
 
-    events: list[Event] = []
-    calls: list[RecordedCall] = []
-    limits = list(_LIMITS)
-    untranslated: Counter[str] = Counter()
-    models: list[dict[str, Any]] = []
-    thinking: list[str] = []
-    compactions: list[dict[str, Any]] = []
+
+@dataclass
+class _SessionRead:
+    """What reading one session's entries has gathered so far; each entry type and message role has a small
+    handler (``_ENTRY_HANDLERS``, ``_MESSAGE_HANDLERS``) that adds to it."""
+
+    reader: _Reader
+    cwd: str
+    last_ts: object = None
+    events: list[Event] = field(default_factory=list)
+    calls: list[RecordedCall] = field(default_factory=list)
+    limits: list[str] = field(default_factory=lambda: list(_LIMITS))
+    untranslated: Counter[str] = field(default_factory=Counter)
+    models: list[dict[str, Any]] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
     prompt: str | None = None
-    pending: list[dict[str, Any]] = []  # messages recorded since the last model request
-    rounds = 0
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    """Messages recorded since the last model request (its ``messages_added``)."""
+    rounds: int = 0
     current: _Round | None = None
-    by_id: dict[str, tuple[dict[str, Any], int]] = {}  # call id -> (toolCall block, round)
-    answered: dict[str, str] = {}  # call id -> where its result is
+    by_id: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
+    """Call id -> (its toolCall block, its round)."""
+    answered: dict[str, str] = field(default_factory=dict)
+    """Call id -> where its result is."""
     last_assistant: tuple[Entry, dict[str, Any]] | None = None
-    totals = Usage()
+    totals: Usage = field(default_factory=Usage)
 
-    def flush_unanswered(round_: _Round | None) -> None:
-        """Calls of a round that got no result: their tool_call events, and a limit line each."""
+    def flush_unanswered(self) -> None:
+        """Calls of the current round that got no result: their tool_call events, and a limit line each."""
+        round_ = self.current
         if round_ is None:
             return
         for block in round_.calls:
-            events.append(ToolCall(round=round_.number, call_id=block["id"], name=block["name"],
-                                   arguments=block["arguments"] if isinstance(block.get("arguments"), dict) else None,
-                                   arguments_error=None if isinstance(block.get("arguments"), dict)
-                                   else "the arguments are not a JSON object"))
-            limits.append(f"call {block['id']} ({block['name']}, round {round_.number}): no result is recorded")
+            arguments = block["arguments"] if isinstance(block.get("arguments"), dict) else None
+            self.events.append(ToolCall(round=round_.number, call_id=block["id"], name=block["name"],
+                                        arguments=arguments, arguments_error=None if arguments is not None
+                                        else "the arguments are not a JSON object"))
+            self.limits.append(f"call {block['id']} ({block['name']}, round {round_.number}): no result is recorded")
         round_.calls = []
 
-    for entry in source.entries[1:]:
+    def read(self, entry: Entry) -> None:
+        """One entry after the header, by its type."""
         data, where = entry.data, entry.where
-        kind = reader.get(data, "type", str, where)
+        kind = self.reader.get(data, "type", str, where)
         if kind not in ENTRY_TYPES:
-            reader.fail(where, f"type: unknown entry type {kind!r} (OpenClaw's are {', '.join(ENTRY_TYPES)})")
+            self.reader.fail(where, f"type: unknown entry type {kind!r} (OpenClaw's are {', '.join(ENTRY_TYPES)})")
         if isinstance(data.get("timestamp"), str):
-            last_ts = data["timestamp"]
-        if kind == "session":
-            reader.fail(where, "a second session header: one session per file (or per session id)")
-        if kind == "model_change":
-            models.append({"at": where, "provider": reader.get(data, "provider", str, where),
-                           "modelId": reader.get(data, "modelId", str, where)})
-            continue
-        if kind == "thinking_level_change":
-            thinking.append(str(reader.get(data, "thinkingLevel", str, where)))
-            continue
-        if kind == "compaction":
-            compactions.append({"at": where, "tokensBefore": data.get("tokensBefore"),
-                                "firstKeptEntryId": data.get("firstKeptEntryId")})
-            continue
-        if kind != "message":
-            untranslated[f"{kind} {data['customType']}" if kind == "custom" and isinstance(data.get("customType"), str)
-                         else kind] += 1
-            continue
-        message = reader.get(data, "message", dict, where)
-        role = reader.get(message, "role", str, f"{where}: message")
-        at = f"{where}: message"
-        if role == "user":
-            text, _ = _text_of(reader.get(message, "content", (str, list), at), reader, at, "content")
-            if prompt is None:
-                prompt = text
-            else:
-                untranslated["user message after the prompt (kept in model_request.messages_added)"] += 1
-            pending.append({"role": "user", "content": text})
-        elif role == "assistant":
-            flush_unanswered(current)
-            content = reader.get(message, "content", (str, list), at)
-            stop = reader.get(message, "stopReason", str, at)
-            if stop not in STOP_REASONS:
-                reader.fail(at, f"stopReason: {stop!r} is not one of {', '.join(STOP_REASONS)}")
-            text, reasoning = _text_of(content, reader, at, "content")
-            blocks: list[dict[str, Any]] = []
-            for i, block in enumerate(content if isinstance(content, list) else []):
-                if block.get("type") != "toolCall":
-                    continue
-                bat = f"{at}: content[{i}]"
-                call_id = reader.get(block, "id", str, bat)
-                reader.get(block, "name", str, bat)
-                if "arguments" not in block:
-                    reader.fail(bat, "arguments: missing")
-                if call_id in by_id:
-                    reader.fail(bat, f"id: {call_id!r} is also the id of an earlier call")
-                blocks.append(block)
-            rounds += 1
-            current = _Round(rounds, list(blocks))
-            for block in blocks:
-                by_id[block["id"]] = (block, rounds)
-            usage = _usage(message.get("usage"))
-            if usage is not None:
-                totals = Usage(prompt_tokens=totals.prompt_tokens + usage.prompt_tokens,
-                               completion_tokens=totals.completion_tokens + usage.completion_tokens,
-                               total_tokens=totals.total_tokens + usage.total_tokens)
-            events.append(ModelRequest(round=rounds, max_tokens=0, stream=False, prompt_tokens_estimate=0,
-                                       messages_added=pending))
-            endpoint = _endpoint_error(message) if stop == "error" else None
-            if endpoint is not None:
-                kind_, status, _ = endpoint
-                events.append(ModelError(round=rounds, attempt=0, kind=kind_, status=status,
-                                         message=str(message.get("errorMessage") or ""), retry_in_s=None))
-            else:
-                events.append(ModelResponse(
-                    round=rounds, text=text, reasoning=reasoning,
-                    tool_calls=[ToolCallRecord(id=b["id"], name=b["name"],
-                                               arguments=b["partialArgs"] if isinstance(b.get("partialArgs"), str)
-                                               else json.dumps(b["arguments"], ensure_ascii=False))
-                                for b in blocks],
-                    finish_reason=_FINISH[stop], usage=usage, latency_s=0.0, attempts=0,
-                    model=message["model"] if isinstance(message.get("model"), str) else None,
-                ))
-            pending = [{"role": "assistant", "content": text or None,
-                        **({"tool_calls": [{"id": b["id"], "type": "function",
-                                            "function": {"name": b["name"],
-                                                         "arguments": json.dumps(b["arguments"], ensure_ascii=False)}}
-                                           for b in blocks]} if blocks else {})}]
-            last_assistant = (entry, message)
-        elif role == "toolResult":
-            call_id = reader.get(message, "toolCallId", str, at)
-            name = reader.get(message, "toolName", str, at)
-            is_error = reader.get(message, "isError", bool, at)
-            text, _ = _text_of(reader.get(message, "content", list, at), reader, at, "content")
-            details = reader.get(message, "details", (dict, type(None)), at, required=False)
-            if call_id in answered:
-                reader.fail(at, f"toolCallId: {call_id!r} already has a result ({answered[call_id]})")
-            answered[call_id] = where
-            if call_id in by_id:
-                block, round_ = by_id[call_id]
-                if current is not None:
-                    current.calls = [b for b in current.calls if b["id"] != call_id]
-                arguments = block["arguments"] if isinstance(block["arguments"], dict) else None
-                events.append(ToolCall(round=round_, call_id=call_id, name=block["name"], arguments=arguments,
-                                       arguments_error=None if arguments is not None
-                                       else "the arguments are not a JSON object"))
-            else:
-                # OpenClaw keeps the result of a call to a tool it does not have, but not the assistant message
-                # that made it: that message was a model round of its own, which the session does not hold.
-                rounds += 1
-                round_, arguments = rounds, None
-                events.append(ToolCall(round=round_, call_id=call_id, name=name, arguments=None,
-                                       arguments_error="not recorded: the session holds this call's result, not the "
-                                                       "assistant message that made it"))
-                limits.append(f"call {call_id} ({name}): only its result is recorded ({where}); the model round "
-                              f"that made it (round {round_}) and its arguments are not")
-            call = RecordedCall(
-                call_id=call_id, name=name, arguments=arguments or {}, round=round_, text=text,
-                agent_is_error=is_error, agent_details=details,
-                output=details["aggregated"] if details and isinstance(details.get("aggregated"), str) else None,
-            )
-            test = verdict_of(call)
-            result_details = tool_details(call, test)
-            if result_details.path is not None:
-                result_details = result_details.model_copy(update={"path": _relative(result_details.path, cwd)})
-            events.append(ToolResult(round=round_, call_id=call_id, name=name, is_error=result_details.status != "ok",
-                                     text=text, details=result_details, agent_is_error=is_error,
-                                     agent_details=details))
-            calls.append(call)
-            pending.append(_tool_message(call_id, text))
-        elif role in _UNTRANSLATED_ROLES:
-            untranslated[f"message {role}"] += 1
-        else:
-            reader.fail(at, f"role: unknown message role {role!r} (user, assistant, toolResult, "
-                            f"{', '.join(_UNTRANSLATED_ROLES)})")
-    flush_unanswered(current)
+            self.last_ts = data["timestamp"]
+        _ENTRY_HANDLERS.get(kind, _untranslated_entry)(self, entry, kind)
 
-    for what, count in sorted(untranslated.items()):
+
+def _second_header(s: _SessionRead, entry: Entry, kind: str) -> None:
+    s.reader.fail(entry.where, "a second session header: one session per file (or per session id)")
+
+
+def _model_change(s: _SessionRead, entry: Entry, kind: str) -> None:
+    data, where = entry.data, entry.where
+    s.models.append({"at": where, "provider": s.reader.get(data, "provider", str, where),
+                     "modelId": s.reader.get(data, "modelId", str, where)})
+
+
+def _thinking_level_change(s: _SessionRead, entry: Entry, kind: str) -> None:
+    s.thinking.append(str(s.reader.get(entry.data, "thinkingLevel", str, entry.where)))
+
+
+def _compaction(s: _SessionRead, entry: Entry, kind: str) -> None:
+    s.compactions.append({"at": entry.where, "tokensBefore": entry.data.get("tokensBefore"),
+                          "firstKeptEntryId": entry.data.get("firstKeptEntryId")})
+
+
+def _untranslated_entry(s: _SessionRead, entry: Entry, kind: str) -> None:
+    data = entry.data
+    s.untranslated[f"{kind} {data['customType']}" if kind == "custom" and isinstance(data.get("customType"), str)
+                   else kind] += 1
+
+
+def _message(s: _SessionRead, entry: Entry, kind: str) -> None:
+    message = s.reader.get(entry.data, "message", dict, entry.where)
+    role = s.reader.get(message, "role", str, f"{entry.where}: message")
+    handler = _MESSAGE_HANDLERS.get(role)
+    if handler is None:
+        s.reader.fail(f"{entry.where}: message", f"role: unknown message role {role!r} (user, assistant, toolResult, "
+                                                 f"{', '.join(_UNTRANSLATED_ROLES)})")
+    handler(s, entry, message)
+
+
+def _user(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None:
+    at = f"{entry.where}: message"
+    text, _ = _text_of(s.reader.get(message, "content", (str, list), at), s.reader, at, "content")
+    if s.prompt is None:
+        s.prompt = text
+    else:
+        s.untranslated["user message after the prompt (kept in model_request.messages_added)"] += 1
+    s.pending.append({"role": "user", "content": text})
+
+
+def _tool_call_blocks(s: _SessionRead, content: object, at: str) -> list[dict[str, Any]]:
+    """An assistant message's toolCall blocks, each with an id not seen before, a name and arguments."""
+    blocks: list[dict[str, Any]] = []
+    for i, block in enumerate(content if isinstance(content, list) else []):
+        if block.get("type") != "toolCall":
+            continue
+        bat = f"{at}: content[{i}]"
+        call_id = s.reader.get(block, "id", str, bat)
+        s.reader.get(block, "name", str, bat)
+        if "arguments" not in block:
+            s.reader.fail(bat, "arguments: missing")
+        if call_id in s.by_id:
+            s.reader.fail(bat, f"id: {call_id!r} is also the id of an earlier call")
+        blocks.append(block)
+    return blocks
+
+
+def _assistant(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None:
+    """A model round: its request (the messages since the last one), then its reply or the endpoint's error."""
+    at = f"{entry.where}: message"
+    s.flush_unanswered()
+    content = s.reader.get(message, "content", (str, list), at)
+    stop = s.reader.get(message, "stopReason", str, at)
+    if stop not in STOP_REASONS:
+        s.reader.fail(at, f"stopReason: {stop!r} is not one of {', '.join(STOP_REASONS)}")
+    text, reasoning = _text_of(content, s.reader, at, "content")
+    blocks = _tool_call_blocks(s, content, at)
+    s.rounds += 1
+    s.current = _Round(s.rounds, list(blocks))
+    for block in blocks:
+        s.by_id[block["id"]] = (block, s.rounds)
+    usage = _usage(message.get("usage"))
+    if usage is not None:
+        s.totals = Usage(prompt_tokens=s.totals.prompt_tokens + usage.prompt_tokens,
+                         completion_tokens=s.totals.completion_tokens + usage.completion_tokens,
+                         total_tokens=s.totals.total_tokens + usage.total_tokens)
+    s.events.append(ModelRequest(round=s.rounds, max_tokens=0, stream=False, prompt_tokens_estimate=0,
+                                 messages_added=s.pending))
+    endpoint = _endpoint_error(message) if stop == "error" else None
+    if endpoint is not None:
+        kind_, status, _ = endpoint
+        s.events.append(ModelError(round=s.rounds, attempt=0, kind=kind_, status=status,
+                                   message=str(message.get("errorMessage") or ""), retry_in_s=None))
+    else:
+        s.events.append(ModelResponse(
+            round=s.rounds, text=text, reasoning=reasoning,
+            tool_calls=[ToolCallRecord(id=b["id"], name=b["name"],
+                                       arguments=b["partialArgs"] if isinstance(b.get("partialArgs"), str)
+                                       else json.dumps(b["arguments"], ensure_ascii=False))
+                        for b in blocks],
+            finish_reason=_FINISH[stop], usage=usage, latency_s=0.0, attempts=0,
+            model=message["model"] if isinstance(message.get("model"), str) else None,
+        ))
+    s.pending = [{"role": "assistant", "content": text or None,
+                  **({"tool_calls": [{"id": b["id"], "type": "function",
+                                      "function": {"name": b["name"],
+                                                   "arguments": json.dumps(b["arguments"], ensure_ascii=False)}}
+                                     for b in blocks]} if blocks else {})}]
+    s.last_assistant = (entry, message)
+
+
+def _tool_result(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None:
+    """A call's result: its tool_call (from the round that made it) and its tool_result."""
+    where, at, reader = entry.where, f"{entry.where}: message", s.reader
+    call_id = reader.get(message, "toolCallId", str, at)
+    name = reader.get(message, "toolName", str, at)
+    is_error = reader.get(message, "isError", bool, at)
+    text, _ = _text_of(reader.get(message, "content", list, at), reader, at, "content")
+    details = reader.get(message, "details", (dict, type(None)), at, required=False)
+    if call_id in s.answered:
+        reader.fail(at, f"toolCallId: {call_id!r} already has a result ({s.answered[call_id]})")
+    s.answered[call_id] = where
+    if call_id in s.by_id:
+        block, round_ = s.by_id[call_id]
+        if s.current is not None:
+            s.current.calls = [b for b in s.current.calls if b["id"] != call_id]
+        arguments = block["arguments"] if isinstance(block["arguments"], dict) else None
+        s.events.append(ToolCall(round=round_, call_id=call_id, name=block["name"], arguments=arguments,
+                                 arguments_error=None if arguments is not None
+                                 else "the arguments are not a JSON object"))
+    else:
+        # OpenClaw keeps the result of a call to a tool it does not have, but not the assistant message
+        # that made it: that message was a model round of its own, which the session does not hold.
+        s.rounds += 1
+        round_, arguments = s.rounds, None
+        s.events.append(ToolCall(round=round_, call_id=call_id, name=name, arguments=None,
+                                 arguments_error="not recorded: the session holds this call's result, not the "
+                                                 "assistant message that made it"))
+        s.limits.append(f"call {call_id} ({name}): only its result is recorded ({where}); the model round "
+                        f"that made it (round {round_}) and its arguments are not")
+    call = RecordedCall(
+        call_id=call_id, name=name, arguments=arguments or {}, round=round_, text=text,
+        agent_is_error=is_error, agent_details=details,
+        output=details["aggregated"] if details and isinstance(details.get("aggregated"), str) else None,
+    )
+    test = verdict_of(call)
+    result_details = tool_details(call, test)
+    if result_details.path is not None:
+        result_details = result_details.model_copy(update={"path": _relative(result_details.path, s.cwd)})
+    s.events.append(ToolResult(round=round_, call_id=call_id, name=name, is_error=result_details.status != "ok",
+                               text=text, details=result_details, agent_is_error=is_error, agent_details=details))
+    s.calls.append(call)
+    s.pending.append(_tool_message(call_id, text))
+
+
+def _untranslated_message(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None:
+    s.untranslated[f"message {message['role']}"] += 1
+
+
+_EntryHandler = Callable[[_SessionRead, Entry, str], None]
+_ENTRY_HANDLERS: dict[str, _EntryHandler] = {
+    "session": _second_header, "model_change": _model_change, "thinking_level_change": _thinking_level_change,
+    "compaction": _compaction, "message": _message,
+}
+"""Entry type -> its handler; every other type of ``ENTRY_TYPES`` is counted as not translated."""
+_MESSAGE_HANDLERS: dict[str, Callable[[_SessionRead, Entry, dict[str, Any]], None]] = {
+    "user": _user, "assistant": _assistant, "toolResult": _tool_result,
+    **{role: _untranslated_message for role in _UNTRANSLATED_ROLES},
+}
+"""Message role -> its handler; an unknown role is an error naming the entry."""
+
+
+def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[Event]]:
+    """One session's ``RecordedRun`` (for the folder) and its transcript events (``seq``/``ts`` unstamped).
+
+    ``raw`` is the session as kept beside the transcript (``session.json``)."""
+    reader = _Reader(source.file)
+    head, version, session_id, cwd = _header(source, reader)
+    started = head.data.get("timestamp")
+    s = _SessionRead(reader=reader, cwd=cwd, last_ts=started)
+    for entry in source.entries[1:]:
+        s.read(entry)
+    s.flush_unanswered()
+
+    limits = s.limits
+    for what, count in sorted(s.untranslated.items()):
         limits.append(f"not translated (kept in the session): {count} x {what}")
-    if compactions:
-        limits.append(f"{len(compactions)} compaction(s): the model context was summarized; the entries before it "
+    if s.compactions:
+        limits.append(f"{len(s.compactions)} compaction(s): the model context was summarized; the entries before it "
                       "are still in the session and in this transcript")
 
-    end, delivered, final_text, stop_reason, error = _run_end(last_assistant, rounds, totals,
-                                                             _seconds(started, last_ts), events)
-    events.extend(end)
-    first_model = models[0] if models else None
+    end, delivered, final_text, stop_reason, error = _run_end(s.last_assistant, s.rounds, s.totals,
+                                                             _seconds(started, s.last_ts), s.events)
+    events = [*s.events, *end]
+    first_model = s.models[0] if s.models else None
     run_start = RunStart(
         run_id=session_id, agent=AGENT, agent_version=source.agent_version, harness_commit="",
         model=f"{first_model['provider']}/{first_model['modelId']}" if first_model else "", base_url="", context=0,
         max_output=0, stream=False, timeout_s=0.0, retries=0, exec_timeout_s=0.0, workspace=cwd, prompt_file="",
-        prompt=prompt or "", system_prompt="", tools=[], budget_policy={}, python="", platform="",
+        prompt=s.prompt or "", system_prompt="", tools=[], budget_policy={}, python="", platform="",
         imported=ImportedFrom(format=source.format, file=source.file, sha256=source.sha256, run=session_id,
                               limits=limits),
     )
     facts: dict[str, Any] = {
         "session_id": session_id, "session_version": version, "cwd": cwd, "agent_version": source.agent_version,
-        "models": models, "thinking_levels": thinking, "compactions": compactions,
+        "models": s.models, "thinking_levels": s.thinking, "compactions": s.compactions,
         "final_stop_reason": stop_reason, "final_error": error, **source.facts,
     }
     run = RecordedRun(
         format=source.format, file=source.file, sha256=source.sha256,
-        label=check_label(source.file, head.where, session_id), prompt=prompt or "", calls=calls, limits=limits,
+        label=check_label(source.file, head.where, session_id), prompt=s.prompt or "", calls=s.calls, limits=limits,
         agent=AGENT, run_id=session_id, item=session_id, final_text=final_text, final_stop_reason=stop_reason,
         final_error=error, delivered=delivered,
         facts={k: v for k, v in facts.items() if v not in (None, "", [])}, raw=raw,
@@ -490,6 +559,11 @@ def _run_end(last: tuple[Entry, dict[str, Any]] | None, rounds: int, usage: Usag
         return ([RunEnd(outcome="interrupted", reason="no_final_reply",
                         message="the session ends after tool calls, without a final reply", **common)],
                 None, text, stop, error)
-    message_text = ("the last reply was cut at the output limit (stopReason length)" if stop == "length" else None)
-    return ([RunEnd(outcome="completed", reason="length" if stop == "length" else None, message=message_text,
-                    **common)], text, text, stop, error)
+    if stop == "length":
+        # The final reply was cut at the output limit: the run's stop, as for every agent (the owner still got
+        # the text OpenClaw delivered).
+        return ([output_limit_stop(rounds), RunEnd(outcome="stopped", reason="output_limit",
+                                                   message="the last reply was cut at the output limit "
+                                                           "(stopReason length)", **common)],
+                text, text, stop, error)
+    return [RunEnd(outcome="completed", reason=None, message=None, **common)], text, text, stop, error

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.errors import TranscriptImportError
 from harness.importers.folder import write_run_folder
 from harness.importers.openclaw import Entry, SessionSource, read_session
+from harness.importers.reader import Reader
 from harness.importers.recorded import RecordedRun
 from harness.transcript import Event
 
@@ -40,32 +41,22 @@ def session_files(src: Path) -> list[Path]:
 
 def read_entries(path: Path, name: str) -> tuple[list[Entry], bytes]:
     """The file's entries, each with its line number, and the file's bytes."""
+    reader = Reader(name)
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise TranscriptImportError(name, "", f"cannot read: {exc.strerror or exc}") from None
+        reader.fail("", f"cannot read: {exc.strerror or exc}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TranscriptImportError(name, "", f"not UTF-8 text (byte {exc.start})") from None
-    lines = text.split("\n")
+        reader.fail("", f"not UTF-8 text (byte {exc.start})")
     entries: list[Entry] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"line {number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):  # no newline after it: the writer stopped in the middle of this line
-                raise TranscriptImportError(name, where, f"incomplete last line ({exc.msg}, column {exc.colno}): "
-                                                         "the file ends early: is it cut short?") from None
-            raise TranscriptImportError(name, where, f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    for where, _, data in reader.json_lines(text, cut_line="incomplete last line"):
         if not isinstance(data, dict):
-            raise TranscriptImportError(name, where, f"an entry must be a JSON object, got {type(data).__name__}")
+            reader.fail(where, f"an entry must be a JSON object, got {type(data).__name__}")
         entries.append(Entry(where, data))
     if not entries:
-        raise TranscriptImportError(name, "", "empty: no session entries")
+        reader.fail("", "empty: no session entries")
     return entries, raw
 
 

@@ -181,16 +181,8 @@ def _export_session(data: dict[str, Any], raw: bytes, reader: _Reader) -> _Sourc
 def _stream_sessions(text: str, reader: _Reader) -> list[_Source]:
     """The ``--format json`` event stream: parts grouped by session and message, in stream order."""
     by_session: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        try:
-            event = reader.obj(json.loads(line), where)
-        except json.JSONDecodeError as exc:
-            cut = n == len(text.splitlines()) and not text.endswith("\n")
-            reader.fail(where, f"not valid JSON ({exc.msg}, column {exc.colno})"
-                        + ("; the file ends early: is it cut short?" if cut else ""))
+    for where, line, value in reader.json_lines(text):
+        event = reader.obj(value, where)
         kind = reader.text(event, "type", where)
         session_id = reader.text(event, "sessionID", where)
         state = by_session.setdefault(session_id, {"messages": {}, "errors": [], "lines": []})

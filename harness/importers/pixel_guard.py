@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from harness.guard.budget import DEFAULT_POLICY, RunProgressBudget, Stop
 from harness.guard.delete import RECURSIVE_DELETE_REFUSAL, find_recursive_delete
-from harness.guard.verdict import TestVerdict
+from harness.guard.verdict import TestVerdict, delivery_verdict
 from harness.importers.recorded import GuardPlan, ReceiptSource, RecordedCall, RecordedRun
 from harness.transcript import GuardDecision, StopEvent
 
@@ -138,7 +138,10 @@ def plan_guard(calls: Sequence[RecordedCall], tests: Sequence[TestVerdict | None
                                                   text=f"refused recursive delete: {fragment or call.command()}",
                                                   call_id=call.call_id))
         elif rule == "coding_loop" and reason == "failed_verification_limit":
-            failed = sum(1 for test in tests[:index] if test is not None and test.verdict == "failed")
+            # Pixel counts a run where no test ran and the runner exited non-zero as a failed verification
+            # (seed 002, unittest's exit 5): delivery_verdict keeps that count.
+            failed = sum(1 for call_before, test in zip(calls[:index], tests[:index])
+                         if test is not None and delivery_verdict(test, call_before.exit_code()) == "failed")
             add(plan.before, index, GuardDecision(
                 round=call.round, rule="coding_loop", decision="stop" if first else "refuse", call_id=call.call_id,
                 reason=reason if first else "after_stop", text=call.refusal, data=data(call, failed_test_runs=failed)))

@@ -1,8 +1,11 @@
-"""The one way an importer reports bad input: ``TranscriptImportError(file, where, problem)``, where ``where`` is
-the key path, line or row, so the user's error line names the exact place (docs/importers.md)."""
+"""The one way an importer reads a file and reports bad input: ``TranscriptImportError(file, where, problem)``,
+where ``where`` is the key path, line or row, so the user's error line names the exact place (docs/importers.md).
+Every JSONL source (an OpenClaw session file, OpenCode's event stream, a Hermes export) is read by
+``Reader.json_lines``, so a bad or cut line is named the same way whatever wrote it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -39,6 +42,26 @@ class Reader:
             self.fail("", f"is a folder: give {expected}")
         except OSError as exc:
             self.fail("", f"cannot read: {exc.strerror or exc}")
+
+    def json_lines(self, text: str, *, cut_line: str = "not valid JSON") -> list[tuple[str, str, object]]:
+        """Every non-blank line of a JSONL text as (where, the line, its parsed value), where is "line 7". A line
+        that is not JSON is one error naming it; the last line, when no newline follows it, is where a writer that
+        stopped early cut the file, and the error says so. ``cut_line`` opens that line's problem (OpenClaw's
+        session files have always said "incomplete last line"; every other line says "not valid JSON")."""
+        lines = text.split("\n")  # not splitlines(): a JSON string may hold U+2028 or a form feed unescaped
+        out: list[tuple[str, str, object]] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"line {number}"
+            try:
+                out.append((where, line, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                if number == len(lines):  # no newline after it: the writer stopped in the middle of this line
+                    self.fail(where, f"{cut_line} ({exc.msg}, column {exc.colno}); the file ends early: "
+                                     "is it cut short?")
+                self.fail(where, f"not valid JSON ({exc.msg}, column {exc.colno})")
+        return out
 
     def decode_text(self, data: bytes) -> str:
         """A text export's contents: UTF-8, not empty."""

@@ -35,7 +35,17 @@ from harness.transcript import (
 )
 
 __all__ = ["RecordedCall", "RecordedRun", "GuardPlan", "GuardPlanner", "ReceiptSource", "to_events", "tool_details",
-           "verdict_of"]
+           "verdict_of", "OUTPUT_LIMIT_STOP", "output_limit_stop"]
+
+OUTPUT_LIMIT_STOP = "cut at output limit"
+"""The stop's text for a final reply cut at the output limit, the builtin agent's words (seed 002: "graded
+NOTHING with stop cut-at-output-limit")."""
+
+
+def output_limit_stop(round_: int, text: str = OUTPUT_LIMIT_STOP) -> StopEvent:
+    """The run's stop when its final reply was cut at the output limit: the same rule and reason code for every
+    agent, imported or run (``output_limit``), so a grade shows the stop whoever recorded it."""
+    return StopEvent(round=round_, rule="output_limit", reason="output_limit", text=text)
 
 ReceiptSource = Literal["model", "refusal_receipt", "budget_stop", "agent_guard"]
 
@@ -80,6 +90,10 @@ class RecordedCall:
     def command(self) -> str | None:
         command = self.arguments.get("command")
         return command if isinstance(command, str) else None
+
+    def exit_code(self) -> int | None:
+        """The command's recorded exit code (``details.exitCode``), when it is an integer."""
+        return _int((self.agent_details or {}).get("exitCode"))
 
 
 @dataclass
@@ -142,8 +156,7 @@ def verdict_of(call: RecordedCall) -> TestVerdict | None:
     command = call.command()
     if not call.ran or call.name != "exec" or command is None or not is_test_command(command):
         return None
-    exit_code = _int((call.agent_details or {}).get("exitCode"))
-    return recognize(call.output if call.output is not None else call.text, exit_code, command)
+    return recognize(call.output if call.output is not None else call.text, call.exit_code(), command)
 
 
 def _details(call: RecordedCall, test: TestVerdict | None) -> ToolDetails:
@@ -205,12 +218,18 @@ def to_events(run: RecordedRun, plan_guard: GuardPlanner, receipt_source: Callab
         events.append(ModelResponse(round=last_round, text=run.final_text, tool_calls=[],
                                     finish_reason=run.final_stop_reason, usage=None, latency_s=0.0, attempts=0,
                                     model=None))
+    stop = plan.stop
+    if stop is None and run.final_stop_reason == "length":
+        # The final reply was cut at the output limit (stopReason length): that ended the run. A guard stop
+        # recorded earlier stays the run's one stop.
+        stop = output_limit_stop(last_round)
+        events.append(stop)
     if run.delivered is not None and run.delivered_status is not None:
         latest = next((t for t in reversed(tests) if t is not None), None)
         events.append(ReceiptEvent(receipt=OwnerReceipt(status=run.delivered_status, text=run.delivered,
                                                         source=receipt_source(run), test=latest)))
     outcome: Literal["completed", "stopped", "interrupted"] | None = None
-    if plan.stop is not None:
+    if stop is not None:
         outcome = "stopped"
     elif run.final_stop_reason == "aborted":
         outcome = "interrupted"
@@ -220,7 +239,7 @@ def to_events(run: RecordedRun, plan_guard: GuardPlanner, receipt_source: Callab
         message = run.final_error or (f"the last model call ended: {run.final_stop_reason}"
                                       if run.final_stop_reason and outcome != "completed" else None)
         events.append(RunEnd(
-            outcome=outcome, reason=plan.stop.reason if plan.stop else None, message=message, exit_code=None,
+            outcome=outcome, reason=stop.reason if stop else None, message=message, exit_code=None,
             rounds=len({call.round for call in run.calls if call.round}), tool_calls=len(run.calls), duration_s=0.0,
             usage=Usage(),
         ))

@@ -287,3 +287,52 @@ def test_the_terminal_folder_follows_a_leading_cd(cwd, command, after):
     from harness.importers.hermes import _next_cwd
 
     assert _next_cwd(cwd, command) == after
+
+
+# --- a final reply cut at the output limit (seed 002) ------------------------------------------------------
+
+def _stop_of(events) -> tuple:
+    (stop,) = [e for e in events if e.event == "stop"]
+    return stop.rule, stop.reason, events[-1].outcome, events[-1].reason
+
+
+def test_a_final_text_reply_cut_at_the_output_limit_is_the_runs_stop(tmp_path):
+    """Hermes asks for a continuation of a cut text reply up to four times; a run whose stored last reply still
+    finished with "length" was cut. The real words-only export, its last finish reason changed."""
+    real = (DATA / "explain-only.export.jsonl").read_text()
+    assert real.count('"finish_reason": "stop"') == 1
+    cut = tmp_path / "cut.export.jsonl"
+    cut.write_text(real.replace('"finish_reason": "stop"', '"finish_reason": "length"'))
+    events = session_events(_one(cut))
+    assert _stop_of(events) == ("output_limit", "output_limit", "stopped", "output_limit")
+    assert [e for e in session_events(_one(DATA / "explain-only.export.jsonl")) if e.event == "stop"] == []
+
+
+def test_the_adapter_records_a_cut_final_reply_as_the_runs_stop(tmp_path):
+    """The adapter's transcript of an attempt (the real photo renamer's store), once with its closing reply's finish
+    reason changed to length, once as Hermes leaves a cut tool call: not stored, and `hermes -z` printing its
+    truncation notice with a run report that is not completed."""
+    adapter = _adapter()
+    usage = (DATA / "photo-renamer.usage.json").read_bytes()
+    db = _db(tmp_path, "photo-renamer")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE messages SET finish_reason = 'length' WHERE id = (SELECT max(id) FROM messages)")
+    con.commit()
+    con.close()
+    collected = {DB: db.read_bytes(), FINAL: (DATA / "photo-renamer.final.txt").read_bytes(), USAGE: usage}
+    (tmp_path / "a.jsonl").write_bytes(adapter.normalize(collected))
+    assert _stop_of(read_transcript(tmp_path / "a.jsonl")) == ("output_limit", "output_limit", "stopped", "output_limit")
+
+    db = _db(tmp_path, "photo-renamer")
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM messages WHERE id = (SELECT max(id) FROM messages)")
+    con.commit()
+    con.close()
+    report = json.loads(usage) | {"completed": False}
+    collected = {DB: db.read_bytes(), FINAL: b"Response truncated due to output length limit\n",
+                 USAGE: json.dumps(report).encode()}
+    assert adapter.infrastructure_failure(0, collected) is None
+    (tmp_path / "b.jsonl").write_bytes(adapter.normalize(collected))
+    events = read_transcript(tmp_path / "b.jsonl")
+    assert _stop_of(events) == ("output_limit", "output_limit", "stopped", "output_limit")
+    assert events[-1].message == "Response truncated due to output length limit"

@@ -71,11 +71,17 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
     forest = demo.events("15-forest-page")
     assert [(e["finish_reason"], e["tool_calls"]) for e in forest if e["event"] == "model_response"] == [("length", [])]
     assert not [e for e in forest if e["event"] in ("tool_call", "guard")]
-    assert (forest[-1]["event"], forest[-1]["outcome"], forest[-1]["reason"]) == ("run_end", "completed", "length")
+    # The cut final reply is the run's stop, as for the builtin agent (seed 002: NOTHING with stop cut-at-output-limit).
+    stop = forest[-2]
+    assert (stop["event"], stop["rule"], stop["reason"], stop["text"]) == (
+        "stop", "output_limit", "output_limit", "cut at output limit")
+    assert (forest[-1]["event"], forest[-1]["outcome"], forest[-1]["reason"]) == ("run_end", "stopped", "output_limit")
     first_text = _script("15-forest-page")["turns"][0]["text"]
     assert (folder("15-forest-page") / "answer.txt").read_text() == f"{first_text}\n{TRUNCATED}"
     assert json.loads((folder("15-forest-page") / "workspace.manifest.json").read_text()) == []
-    assert grades["15-forest-page"]["reasons"] == ["nothing usable was written to the workspace"]
+    assert grades["15-forest-page"]["reasons"] == ["stopped: cut at output limit",
+                                                   "nothing usable was written to the workspace"]
+    assert grades["15-forest-page"]["grade"] == "NOTHING" and grades["15-forest-page"]["stop"]["reason"] == "output_limit"
 
     # 18: the owner's tests fail, then pass after the edit; the hidden check fails on division by zero.
     assert checks("18-calculator-fix") == {"test_calculator": "failed"}

@@ -396,3 +396,50 @@ def test_rows_still_in_the_wal_are_read_and_the_source_is_left_alone(tmp_path, d
     writer.close()
     assert (events[-1].outcome, events[-1].reason) == ("interrupted", "no_reply")
     assert copy.read_bytes() == before
+
+
+# --- a final reply cut at the output limit (seed 002) ------------------------------------------------------
+
+def _cut_at_the_output_limit(data: dict) -> None:
+    assert data["message"]["role"] == "assistant" and data["message"]["stopReason"] == "stop"
+    data["message"]["stopReason"] = "length"
+
+
+def _assert_the_run_stopped_at_the_output_limit(events) -> None:
+    (stop,) = of(events, StopEvent)
+    assert (stop.rule, stop.reason, stop.text) == ("output_limit", "output_limit", "cut at output limit")
+    assert (events[-1].outcome, events[-1].reason) == ("stopped", "output_limit")
+    assert of(events, ModelResponse)[-1].finish_reason == "length"
+
+
+def test_jsonl_a_final_reply_cut_at_the_output_limit_is_the_runs_stop(tmp_path):
+    """The real photo renamer (version 3), its last assistant message's stopReason changed to length: OpenClaw's
+    record of a reply cut at the output limit."""
+    lines = _lines("renamer-v3.jsonl")
+    cut = tmp_path / "d6653f93-ca53-4c8f-8e7f-9ce695bc0da7.jsonl"
+    cut.write_text("".join(_edit_line(lines, 12, _cut_at_the_output_limit)))
+    run, events = one(read_jsonl(cut))
+    _assert_the_run_stopped_at_the_output_limit(events)
+    assert run.delivered is not None and run.delivered.startswith("I wrote Playground/photo-renamer")
+    (folder,) = import_to_folder("openclaw-jsonl", cut, tmp_path / "out")
+    grade = grade_folder(folder)
+    assert grade.stop is not None and (grade.stop.reason, grade.stop.text) == ("output_limit", "cut at output limit")
+    assert grade.reasons[0] == "stopped: cut at output limit" and grade.grade == "PARTIAL"
+    # The uncut session has no stop.
+    assert of(one(read_jsonl(JSONL / "renamer-v3.jsonl"))[1], StopEvent) == []
+
+
+def test_sqlite_a_final_reply_cut_at_the_output_limit_is_the_runs_stop(tmp_path, dbs):
+    """The real words-only answer (version 4), its assistant row's stopReason changed to length."""
+    path = _copy(dbs, "explain-v4", tmp_path)
+    conn = sqlite3.connect(path)
+    (seq, text), = conn.execute("SELECT seq, event_json FROM transcript_events "
+                                "WHERE event_json LIKE '%\"role\":\"assistant\"%'").fetchall()
+    data = json.loads(text)
+    _cut_at_the_output_limit(data)
+    conn.execute("UPDATE transcript_events SET event_json = ? WHERE seq = ?", (json.dumps(data), seq))
+    conn.commit()
+    conn.close()
+    _, events = one(read_sqlite(path))
+    _assert_the_run_stopped_at_the_output_limit(events)
+    assert of(one(read_sqlite(dbs["explain-v4"]))[1], StopEvent) == []

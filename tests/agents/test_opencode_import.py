@@ -98,7 +98,10 @@ def test_a_command_that_exited_non_zero_is_failed_whatever_opencode_flagged(tmp_
     unknown = results["call_4_1"]
     assert (unknown.name, unknown.details.status, unknown.is_error) == ("write_file", "error", True)
     assert calls["call_4_1"].arguments is None and "unavailable tool 'write_file'" in calls["call_4_1"].arguments_error
-    assert results["call_5_1"].details.test.verdict == "no_passing_test"
+    # `python3 -m unittest -v` in a folder with no tests: "Ran 0 tests ... OK", exit 0. No test ran, and the
+    # verdict says so with the runner's words (it was "no_passing_test" before that case had a name).
+    assert (results["call_5_1"].details.test.verdict, results["call_5_1"].details.test.said) == ("no_test_ran",
+                                                                                                 "Ran 0 tests")
     # The write outside the workspace: OpenCode's permission policy refused it, and OpenCode ended the run.
     refused = results["call_6_1"]
     assert (refused.details.status, refused.is_error, refused.agent_is_error) == ("blocked", True, True)

@@ -289,7 +289,7 @@ def test_sibling_calls_of_one_response_overlap_in_either_order() -> None:
             + "\r\nRan 1 test in 0.000s\r\n\r\n\x1b[32mOK\x1b[0m (\x1b[33mskipped=1\x1b[0m)\r\n",
         ),
         ("pytest -q", "xx [100%]\n2 xfailed in 0.02s"),
-        ("pytest", "============================== 3 deselected in 0.02s ==============================="),
+        ("pytest", "======================= 1 skipped, 3 deselected in 0.99s ======================="),
         ("npm test", "Tests:       2 todo, 2 total\nTime:        0.5 s"),
         ("npm test", "ℹ tests 1\nℹ pass 0\nℹ fail 0\nℹ todo 1"),
     ],
@@ -305,6 +305,45 @@ def test_a_run_where_no_test_passed_keeps_the_refusal_failed(command: str, outpu
         f"`/workspace/{PROJECT}`,{NO_PASS}" + INCOMPLETE
     )
     assert verification_status(run.events, skipped_only_passes=False) == "failed"
+
+
+RUNNER_OUTPUTS = json.loads((Path(__file__).parent / "data" / "runner-outputs.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("case", "said", "normal_path"),
+    [
+        # Real pytest and unittest output (tests/guard/data/make_runner_outputs.py). Exit 5 stays failed on the
+        # normal path, exit 0 passes there as before (seed 003); only the refusal receipt names the difference.
+        ("pytest-q-deselected-only", "3 deselected", "failed"),
+        ("pytest-empty", "no tests ran", "failed"),
+        ("unittest-empty-py3.12", "NO TESTS RAN", "failed"),
+        ("unittest-empty-py3.11", "Ran 0 tests", "passed"),
+    ],
+)
+def test_a_run_where_no_test_ran_is_named_in_the_receipt_with_what_the_runner_said(
+    case: str, said: str, normal_path: str
+) -> None:
+    recorded = RUNNER_OUTPUTS[case]
+    run = Run().project()
+    run.run(recorded["command"], recorded["output"], exit_code=recorded["exit_code"])
+    assert verification_status(run.events) == normal_path
+    receipt = run.receipt()
+    assert (receipt.test_state, receipt.status, receipt.reasons) == ("no_test_ran", "failed", ("test_no_test_ran",))
+    assert receipt.test_verdict is not None and receipt.test_verdict.verdict == "no_test_ran"
+    assert receipt.text == (
+        LEAD + FILES + f"- The latest recognized test command, `{recorded['command']}` in `/workspace/{PROJECT}`, "
+        f'ran no test, so no test passed: the runner reported "{said}".\n' + INCOMPLETE
+    )
+
+
+def test_a_failing_test_and_a_run_where_no_test_ran_get_different_receipts() -> None:
+    failing, empty = Run().project(), Run().project()
+    failing.run("python3 -m unittest -v", RUNNER_OUTPUTS["unittest-failed-py3.12"]["output"], exit_code=1)
+    empty.run("python3 -m unittest -v", RUNNER_OUTPUTS["unittest-empty-py3.12"]["output"], exit_code=5)
+    assert (failing.receipt().test_state, empty.receipt().test_state) == ("failed", "no_test_ran")
+    assert failing.receipt().text.endswith(f"- {UNITTEST} failed.\n" + INCOMPLETE)
+    assert "ran no test" in empty.receipt().text and "failed." not in empty.receipt().text
 
 
 @pytest.mark.parametrize(

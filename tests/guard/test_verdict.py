@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.guard.verdict import TestVerdict, is_test_command, recognize, runner_for_command, strip_ansi
+from harness.guard.verdict import (
+    TestVerdict,
+    delivery_verdict,
+    is_test_command,
+    recognize,
+    runner_for_command,
+    strip_ansi,
+)
 from tests.fixtures import PIXEL_FLEET
 
 FIXTURES = PIXEL_FLEET
@@ -74,9 +81,9 @@ UNITTEST_MIXED = (
             1,
             ("unittest", "failed", 0, 2, 0),
         ),
-        # Python 3.12+: nothing collected exits 5.
-        (f"\n{RULE}\nRan 0 tests in 0.000s\n\nNO TESTS RAN\n", 5, ("unittest", "failed", 0, 0, 0)),
-        (f"\n{RULE}\nRan 0 tests in 0.000s\n\nOK\n", 0, ("unittest", "no_passing_test", 0, 0, 0)),
+        # Python 3.12+: nothing collected exits 5. No test ran: not a failing test (the exit still gates delivery).
+        (f"\n{RULE}\nRan 0 tests in 0.000s\n\nNO TESTS RAN\n", 5, ("unittest", "no_test_ran", 0, 0, 0)),
+        (f"\n{RULE}\nRan 0 tests in 0.000s\n\nOK\n", 0, ("unittest", "no_test_ran", 0, 0, 0)),
         (
             f"{SEP}\nUNEXPECTED SUCCESS: test_x (t.T.test_x)\n{RULE}\nRan 2 tests in 0.001s\n\n"
             "FAILED (unexpected successes=1)\n",
@@ -185,12 +192,12 @@ PYTEST_COLORED = (  # captured from pytest 9 -q --color=yes
         (
             "============================== 3 deselected in 0.02s ===============================",
             0,
-            ("pytest", "no_passing_test", 0, 0, 3),
+            ("pytest", "no_test_ran", 0, 0, 0),
         ),
         (
             "======================= 1 skipped, 3 deselected in 0.99s =======================",
             0,
-            ("pytest", "no_passing_test", 0, 0, 4),
+            ("pytest", "no_passing_test", 0, 0, 1),
         ),
         ("\x1b[32m1 passed\x1b[0m, \x1b[33m1 skipped\x1b[0m\x1b[32m in 0.02s\x1b[0m", 0, ("pytest", "passed", 1, 0, 1)),
         ("1 passed, 2 xfailed in 0.02s", 0, ("pytest", "passed", 1, 0, 2)),
@@ -206,12 +213,12 @@ PYTEST_COLORED = (  # captured from pytest 9 -q --color=yes
         (
             "============================ no tests ran in 0.01s =============================",
             5,
-            ("pytest", "failed", 0, 0, 0),
+            ("pytest", "no_test_ran", 0, 0, 0),
         ),
         (
             "============================ no tests ran in 0.01s =============================",
             0,
-            ("pytest", "no_passing_test", 0, 0, 0),
+            ("pytest", "no_test_ran", 0, 0, 0),
         ),
     ],
 )
@@ -326,7 +333,7 @@ GO_FAIL = (
             "ok  \texample.com/calc\t0.002s [no tests to run]\n",
             0,
             "go test -run TestNothing ./...",
-            ("go", "no_passing_test", 0, 0, 0),
+            ("go", "no_test_ran", 0, 0, 0),
         ),
     ],
 )
@@ -449,3 +456,118 @@ def test_runner_for_command() -> None:
     assert runner_for_command("node --test") == "node_test"
     assert runner_for_command("npm test") is None
     assert runner_for_command("python3 test_rename.py") is None
+
+
+# --------------------------------------------------------------------------------------------------
+# A run where no test ran: its own verdict, with the runner's words; deselected kept apart from skipped
+
+RUNNER_OUTPUTS = json.loads((Path(__file__).parent / "data" / "runner-outputs.json").read_text(encoding="utf-8"))
+"""Printed by the real pytest and unittest (tests/guard/data/make_runner_outputs.py)."""
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("pytest-empty", ("no_test_ran", 0, 0, 0, 0, "no tests ran", "failed")),
+        ("pytest-q-empty", ("no_test_ran", 0, 0, 0, 0, "no tests ran", "failed")),
+        ("pytest-deselected-only", ("no_test_ran", 0, 0, 0, 3, "3 deselected", "failed")),
+        ("pytest-q-deselected-only", ("no_test_ran", 0, 0, 0, 3, "3 deselected", "failed")),
+        ("pytest-q-skipped-and-deselected", ("no_passing_test", 0, 0, 1, 2, None, "no_passing_test")),
+        ("pytest-q-passed-and-deselected", ("passed", 1, 0, 0, 2, None, "passed")),
+        ("pytest-q-failed-and-deselected", ("failed", 0, 1, 0, 2, None, "failed")),
+        ("unittest-empty-py3.11", ("no_test_ran", 0, 0, 0, 0, "Ran 0 tests", "no_passing_test")),
+        ("unittest-k-nomatch-py3.11", ("no_test_ran", 0, 0, 0, 0, "Ran 0 tests", "no_passing_test")),
+        ("unittest-empty-py3.12", ("no_test_ran", 0, 0, 0, 0, "NO TESTS RAN", "failed")),
+        ("unittest-k-nomatch-py3.12", ("no_test_ran", 0, 0, 0, 0, "NO TESTS RAN", "failed")),
+        ("unittest-skipped-only-py3.11", ("no_passing_test", 0, 0, 1, 0, None, "no_passing_test")),
+        # 3.12 exits 5 and says "NO TESTS RAN (skipped=1)": a skipped test, not a failing one; still not delivered.
+        ("unittest-skipped-only-py3.12", ("no_passing_test", 0, 0, 1, 0, None, "failed")),
+        ("unittest-failed-py3.11", ("failed", 1, 1, 1, 0, None, "failed")),
+    ],
+)
+def test_real_pytest_and_unittest_runs_where_no_test_ran(case: str, expected: tuple) -> None:
+    recorded = RUNNER_OUTPUTS[case]
+    result = recognize(recorded["output"], recorded["exit_code"], recorded["command"])
+    gate = delivery_verdict(result, recorded["exit_code"])
+    assert (result.verdict, result.passed, result.failed, result.skipped, result.deselected, result.said, gate) \
+        == expected, (case, recorded["exit_code"], recorded["output"][-200:])
+
+
+def test_the_recorded_outputs_are_what_the_runners_really_exit_with() -> None:
+    # Guards the data: pytest exits 5 when nothing was collected or everything was deselected, unittest 5 from 3.12.
+    exits = {name: case["exit_code"] for name, case in RUNNER_OUTPUTS.items()}
+    assert exits["pytest-empty"] == exits["pytest-q-deselected-only"] == exits["unittest-empty-py3.12"] == 5
+    assert exits["unittest-empty-py3.11"] == exits["pytest-q-skipped-and-deselected"] == 0
+    assert RUNNER_OUTPUTS["unittest-empty-py3.12"]["output"].rstrip().endswith("NO TESTS RAN")
+
+
+# Jest, Vitest, cargo and go are not installed here: these are their real summaries for a run with no test,
+# as Jest 29, Vitest 3, cargo 1.8x and go 1.2x print them (Jest and Vitest exit 1 unless --passWithNoTests).
+JEST_NONE = (
+    "No tests found, exiting with code 1\nRun with `--passWithNoTests` to exit with code 0\nIn /w/app\n"
+    "  3 files checked.\n  testMatch: **/__tests__/**/*.[jt]s?(x), **/?(*.)+(spec|test).[tj]s?(x) - 0 matches\n"
+    "  testPathIgnorePatterns: /node_modules/ - 3 matches\n  testRegex:  - 0 matches\nPattern:  - 0 matches\n"
+)
+VITEST_NONE = (
+    "\n RUN  v3.2.4 /w/app\n\nNo test files found, exiting with code 1\n\n"
+    "include: **/*.{test,spec}.?(c|m)[jt]s?(x)\nexclude:  **/node_modules/**, **/dist/**, **/cypress/**\n"
+)
+NODE_NONE = "ℹ tests 0\nℹ suites 0\nℹ pass 0\nℹ fail 0\nℹ cancelled 0\nℹ skipped 0\nℹ todo 0\nℹ duration_ms 4.1\n"
+CARGO_NONE = (
+    "    Finished `test` profile [unoptimized + debuginfo] target(s) in 0.02s\n"
+    "     Running unittests src/lib.rs (target/debug/deps/calc-3f1c)\n\nrunning 0 tests\n\n"
+    "test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 3 filtered out; finished in 0.00s\n\n"
+)
+GO_NO_FILES = "?   \texample.com/calc\t[no test files]\n?   \texample.com/cmd\t[no test files]\n"
+GO_NO_TESTS = "testing: warning: no tests to run\nPASS\nok  \texample.com/calc\t0.002s [no tests to run]\n"
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code", "command", "expected"),
+    [
+        (JEST_NONE, 1, "npx jest", ("jest", "no_test_ran", 0, "No tests found", "failed")),
+        (JEST_NONE.replace("code 1", "code 0", 1), 0, "npx jest --passWithNoTests",
+         ("jest", "no_test_ran", 0, "No tests found", "no_passing_test")),
+        (VITEST_NONE, 1, "npx vitest run", ("vitest", "no_test_ran", 0, "No test files found", "failed")),
+        (NODE_NONE, 0, "node --test", ("node_test", "no_test_ran", 0, "tests 0", "no_passing_test")),
+        (CARGO_NONE, 0, "cargo test nomatch",
+         ("cargo", "no_test_ran", 3, "running 0 tests, 3 filtered out", "no_passing_test")),
+        (GO_NO_FILES, 0, "go test ./...", ("go", "no_test_ran", 0, "no test files", "no_passing_test")),
+        (GO_NO_TESTS, 0, "go test -run TestNothing ./...", ("go", "no_test_ran", 0, "no tests to run", "no_passing_test")),
+    ],
+)
+def test_other_runners_runs_where_no_test_ran(output: str, exit_code: int, command: str, expected: tuple) -> None:
+    result = recognize(output, exit_code, command)
+    assert (result.runner, result.verdict, result.deselected, result.said, delivery_verdict(result, exit_code)) \
+        == expected
+    assert (result.passed, result.failed, result.skipped) == (0, 0, 0)
+
+
+def test_a_run_with_skipped_tests_or_a_failure_is_not_a_run_where_no_test_ran() -> None:
+    # Something ran: every test skipped is no_passing_test; a failure beside no-test words stays failed.
+    assert recognize("test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured; 1 filtered out; finished in 0.00s",
+                     0, "cargo test").to_json() == {"runner": "cargo", "verdict": "no_passing_test", "passed": 0,
+                                                     "failed": 0, "skipped": 2, "deselected": 1}
+    assert recognize(GO_FAIL, 1, "go test ./...").verdict == "failed"
+    assert recognize("Tests:       2 skipped, 2 total", 0, "npx jest -t nomatch").verdict == "no_passing_test"
+
+
+def test_deselected_is_its_own_count_and_stored_only_when_set() -> None:
+    result = recognize(RUNNER_OUTPUTS["pytest-q-passed-and-deselected"]["output"], 0, "pytest -q -k test_a")
+    assert result.to_json() == {"runner": "pytest", "verdict": "passed", "passed": 1, "failed": 0, "skipped": 0,
+                                "deselected": 2}
+    assert TestVerdict.model_validate(result.to_json()) == result
+    no_test = recognize(RUNNER_OUTPUTS["pytest-deselected-only"]["output"], 5, "pytest -k nomatch")
+    assert json.loads(no_test.model_dump_json()) == {"runner": "pytest", "verdict": "no_test_ran", "passed": 0,
+                                                     "failed": 0, "skipped": 0, "deselected": 3,
+                                                     "said": "3 deselected"}
+
+
+def test_delivery_gates_on_a_run_where_no_test_ran_as_before_it_had_a_name() -> None:
+    # Seed 002: unittest's exit 5 with no tests run is a failed test run for the continuation; exit 0 is "no passing
+    # test" (which the normal delivery path still lets pass, seed 003). Every other verdict gates as itself.
+    for verdict_name in ("passed", "failed", "no_passing_test", "unrecognized"):
+        assert delivery_verdict(TestVerdict(runner=None, verdict=verdict_name), 0) == verdict_name
+    no_test = TestVerdict(runner="unittest", verdict="no_test_ran", said="NO TESTS RAN")
+    assert [delivery_verdict(no_test, code) for code in (5, 1, 0, None)] == [
+        "failed", "failed", "no_passing_test", "no_passing_test"]

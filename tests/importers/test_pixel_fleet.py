@@ -560,3 +560,35 @@ def test_fleet_import_of_a_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> No
     assert_one_line_error(run_fleet("import", "pixel-fleet", str(bad), cwd=tmp_path), str(bad), "calls[3].tool: missing")
     assert not (tmp_path / "imported").exists()
     assert_one_line_error(run_fleet("import", "opencode-x", str(bad), cwd=tmp_path), "unknown import format")
+
+
+def test_a_final_reply_cut_at_the_output_limit_is_the_runs_stop(tmp_path: Path) -> None:
+    """Seed 002: a final reply that stopped at "length" ended the run there. The tower3 session with its final
+    reply's stopReason changed from stop to length (the copy is edited, never the fixture)."""
+    data = json.loads((FIXTURES / TOWER3).read_text(encoding="utf-8"))
+    assert data["finalAssistant"]["stopReason"] == "stop"
+    data["finalAssistant"]["stopReason"] = "length"
+    cut = tmp_path / TOWER3
+    cut.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    (folder,) = import_to_folder("pixel-fleet", cut, tmp_path / "out")
+    events = read_transcript(folder / "transcript.jsonl")
+    (stop,) = [e for e in events if isinstance(e, StopEvent)]
+    assert (stop.rule, stop.reason, stop.text) == ("output_limit", "output_limit", "cut at output limit")
+    assert [type(e).__name__ for e in events[-4:]] == ["ModelResponse", "StopEvent", "ReceiptEvent", "RunEnd"]
+    assert (events[-1].outcome, events[-1].reason) == ("stopped", "output_limit")
+    grade = grade_folder(folder)
+    assert grade.stop is not None and grade.stop.reason == "output_limit"
+    assert grade.reasons[0] == "stopped: cut at output limit"
+
+
+def test_a_cut_final_reply_after_a_guard_stop_keeps_the_guard_stop(tmp_path: Path) -> None:
+    # At most one stop: the strixy tail's recorded coding-loop stop came first and stays the run's stop.
+    data = json.loads((FIXTURES / TAIL).read_text(encoding="utf-8"))
+    data["finalStopReason"] = "length"
+    cut = tmp_path / TAIL
+    cut.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    (folder,) = import_to_folder("pixel-fleet", cut, tmp_path / "out")
+    events = read_transcript(folder / "transcript.jsonl")
+    assert [(e.rule, e.reason) for e in events if isinstance(e, StopEvent)] == [
+        ("coding_loop", "failed_verification_limit")]
+    assert (events[-1].outcome, events[-1].reason) == ("stopped", "failed_verification_limit")
