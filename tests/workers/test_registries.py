@@ -16,6 +16,7 @@ import pytest
 from harness import agents
 from harness.agents import AGENT_KINDS, EXIT_INFRASTRUCTURE, AgentKind, UnknownAgentKind
 from harness.grading.evidence import evidence_from_attempt
+from harness.records import AttemptResult
 from harness.inventory import AgentConfig, Host, ModelEndpoint
 from harness.transports import TRANSPORT_KINDS, UnknownTransport
 from workers.adapters import ADAPTERS, BuiltinAdapter, adapter_for
@@ -65,8 +66,9 @@ def test_the_builtin_adapter_reads_its_exit_code_from_the_registry(monkeypatch: 
 def _attempt_folder(tmp_path: Path, kind: str) -> Path:
     folder = tmp_path / kind
     folder.mkdir()
-    meta = {"status": "finished", "exit_code": 0, "agent_kind": kind, "deliverable": "workspace"}
-    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    result = AttemptResult(sweep_id="s", cell_id="h/i/a/r1", attempt=1, status="finished", exit_code=0, host="h",
+                           agent="a", item="i", agent_kind=kind)
+    (folder / "meta.json").write_text(json.dumps(result.meta()), encoding="utf-8")
     return folder
 
 
