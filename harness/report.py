@@ -17,6 +17,7 @@ from xml.etree import ElementTree as ET
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.checks.result import CheckStatus
+from harness.failures import classify
 from harness.grading.model import Grade, StopRecord
 from harness.recordfile import read_optional
 from harness.records import AttemptStatus, SweepRecord, read_meta
@@ -52,6 +53,8 @@ class CellRow(BaseModel):
                        "grade counts as HARNESS_FAILURE).")
     outcome: str = Field(description="The grade's product outcome; '' when not graded.")
     stop: StopRecord | None = Field(description="The guard stop the grade names.")
+    failure: str = Field(default="", description="The harness failure code (harness.failures.classify) when the "
+                         "last attempt or its grade is a harness failure, else ''.")
     reasons: list[str] = Field(description="The grade's reasons.")
     checks: list[CheckLine] = Field(description="The acceptance checks the grade was given from.")
     duration_s: float = Field(description="The last attempt's length (meta.json), 0 when not recorded.")
@@ -71,11 +74,15 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
         folder = store.attempt_dir(sweep.id, c.id, last.attempt) if last else None
         grade = read_optional(folder / "grade.json", Grade) if folder else None
         meta = read_meta(folder / "meta.json") if folder and (folder / "meta.json").is_file() else None
-        name = grade.grade if grade else ("HARNESS_FAILURE" if last and last.status == "harness_failure" else "")
+        # The one failure decision (the dispatcher's and resume's): the attempt's status, or its grade.
+        failure = classify(last.status, last.reason, grade.grade if grade else last.grade,
+                           grade.failure if grade else last.failure) if last else None
+        name = "HARNESS_FAILURE" if failure else (grade.grade if grade else "")
         rows.append(CellRow(
             cell=c.id, host=c.host, item=c.item, agent=c.agent, rep=c.rep, attempts=len(runs),
             status=last.status if last else "pending", grade=name, outcome=grade.outcome if grade else "",
-            stop=grade.stop if grade else None, reasons=grade.reasons if grade else [],
+            stop=grade.stop if grade else None, failure=failure.reason if failure else "",
+            reasons=grade.reasons if grade else [],
             checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
             duration_s=meta.duration_s if meta else 0.0, error=meta.error if meta else "",
             host_facts=getattr(meta, "host_facts", {}), path=str(folder.relative_to(store.root)) if folder else "",
@@ -123,7 +130,7 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     out += ["", "## Findings", "", "### Agent failures", ""]
     out += [f"- {r.cell}: {r.grade}: " + "; ".join(r.reasons) for r in agent] or ["- none"]
     out += ["", "### Harness limitations", ""]
-    out += [f"- {r.cell}: {r.error or '; '.join(r.reasons)}" for r in harness] or ["- none"]
+    out += [f"- {r.cell}: HARNESS_FAILURE({r.failure}): {r.error or '; '.join(r.reasons)}" for r in harness] or ["- none"]
     out += ["", "### Environment notes", ""]
     seen: dict[str, dict[str, str]] = {}
     for r in rows:

@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.catalog import Item
-from harness.grading import Grade, StopRecord
+from harness.grading import Grade, StopRecord, evidence_from_attempt, grade
 from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
-from harness.report import write_report
+from harness.report import cell_results, write_report
 from harness.store import Store
 
 
@@ -37,6 +37,7 @@ def test_report_rates_findings_and_junit(tmp_path: Path) -> None:
         for c in sweep.cells:
             status = "harness_failure" if c.host == "laptop" else "finished"
             w.record_attempt(sweep, AttemptResult(sweep_id=sweep.id, cell_id=c.id, attempt=1, status=status,
+                                                  reason="host_unreachable" if c.host == "laptop" else "",
                                                   host=c.host, agent=c.agent, item=c.item, duration_s=3.0,
                                                   artifacts=[Artifact.of("answer.txt", b"x")]))
             w.record_grade(sweep, c.id, 1, grades[c.host])
@@ -45,12 +46,31 @@ def test_report_rates_findings_and_junit(tmp_path: Path) -> None:
     assert "| 07-photo-renamer | 1/3 (33 %) | 1/2 (50 %) |" in md  # with and without the harness failure
     assert "- recursive_delete: 1" in md
     assert "- tower2/07-photo-renamer/builtin/r1: PARTIAL: the receipt failed" in md
-    assert "### Harness limitations\n\n- laptop/07-photo-renamer/builtin/r1:" in md
+    assert "### Harness limitations\n\n- laptop/07-photo-renamer/builtin/r1: HARNESS_FAILURE(host_unreachable):" in md
     suite = ET.parse(tmp_path / "s1" / "junit.xml").getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
     results = json.loads((tmp_path / "s1" / "results.json").read_text())
     assert [r["grade"] for r in results["cells"]] == ["DELIVERED", "PARTIAL", "HARNESS_FAILURE"]
     assert (tmp_path / "s1" / "tower1/07-photo-renamer/builtin/r1/attempt-1/grades.jsonl").read_text().count("\n") == 1
+
+
+def test_a_finished_attempt_the_grader_calls_a_harness_failure_is_kept_out_of_the_models_rate(tmp_path: Path) -> None:
+    """The report makes the same decision as the dispatcher and resume: a real agent that left no transcript
+    finished (exit 0), but it is the fleet's failure, shown with its code and kept out of the second rate."""
+    store, sweep = Store(tmp_path), _sweep()
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        for c in sweep.cells:
+            w.record_attempt(sweep, AttemptResult(sweep_id=sweep.id, cell_id=c.id, attempt=1, status="finished",
+                                                  exit_code=0, host=c.host, agent=c.agent, item=c.item,
+                                                  agent_kind="openclaw" if c.host == "laptop" else "command",
+                                                  artifacts=[Artifact.of("answer.txt", b"x")]))
+            w.record_grade(sweep, c.id, 1, grade(evidence_from_attempt(store.attempt_dir(sweep.id, c.id, 1), None)))
+    rows = {r.host: r for r in cell_results(store, sweep)}
+    assert (rows["laptop"].grade, rows["laptop"].failure) == ("HARNESS_FAILURE", "no_transcript")
+    assert rows["tower1"].failure == ""
+    md = write_report(store, sweep) and (tmp_path / "s1" / "REPORT.md").read_text()
+    assert "- laptop/07-photo-renamer/builtin/r1: HARNESS_FAILURE(no_transcript):" in md
 
 
 def test_report_rows_are_typed_and_read_from_a_real_sweep(tmp_path: Path) -> None:
