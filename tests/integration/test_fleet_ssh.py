@@ -110,7 +110,10 @@ def test_host_key_mismatch_is_harness_failure_and_nothing_runs(tmp_path, ssh_hos
     assert cells["alpha"]["status"] == "finished"
     assert cells["delta"]["status"] == "harness_failure"
     assert cells["delta"]["reason"] == "host_key_mismatch"
-    assert cells["delta"]["attempts"] == 2
+    # A key cannot heal by waiting: one attempt, however many --max-attempts allows; no second connection to the
+    # impostor.
+    assert cells["delta"]["attempts"] == 1
+    assert cells["delta"]["label"] == "HARNESS_FAILURE(host_key_mismatch)"
     meta = json.loads((runs / json.loads(r.stdout)["sweep"] / cells["delta"]["id"] / "attempt-1" / "meta.json").read_text())
     assert "mismatch" in meta["error"] and "SHA256:" in meta["error"]
     # No command ran: no workspace was made and sshd accepted no login.
@@ -175,3 +178,29 @@ def test_slots_one_holds_across_two_worker_processes(tmp_path, ssh_hosts, client
     events.sort(key=lambda e: float(e[1]))
     kinds = [e[0] for e in events]
     assert kinds == ["start", "end"] * (len(events) // 2), "two runs overlapped on a host with slots = 1"
+
+
+def test_two_coordinators_started_at_once_with_one_label_get_their_own_sweeps(
+        tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    """Same label, same second: each claims its own id, so task ids and the host's attempt folders differ and
+    every attempt runs once, in its own folder."""
+    alpha = ssh_hosts["alpha"]
+    inv = write_inventory(tmp_path / "inv.toml", [alpha.toml(client_key[0], slots=2)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-hello": "hello\n", "02-again": "again\n"})
+    workers(["alpha"], inv, concurrency=2)
+    runs = tmp_path / "runs"
+    args = ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+            "--broker", redis_server.url, "--label", "twin"]
+    procs = [start_fleet(args, namespace) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    ids = sorted(json.loads(o[0])["sweep"] for o in outs)
+    assert ids[0] != ids[1] and all(i.split("-", 2)[2].startswith("twin") for i in ids)
+    db = sqlite3.connect(runs / "index.sqlite")
+    for sweep_id in ids:
+        rows = db.execute("SELECT cell_id, attempt, status FROM attempts WHERE sweep_id = ? ORDER BY cell_id",
+                          (sweep_id,)).fetchall()
+        assert rows == [("alpha/01-hello/cmd/r1", 1, "finished"), ("alpha/02-again/cmd/r1", 1, "finished")]
+        for cell in ("alpha/01-hello/cmd/r1", "alpha/02-again/cmd/r1"):
+            remote = alpha.workdir / "runs" / sweep_id / cell / "attempt-1"
+            assert (remote / "workspace" / "received.txt").is_file(), remote
