@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +24,7 @@ from harness.tomlfile import read_toml, validate
 
 __all__ = ["Item", "Catalog", "load_catalog", "render", "draw_values", "BUNDLED_PROMPTS_DIR"]
 
-CATALOG_SCHEMA_VERSION = 1
+CATALOG_SCHEMA_VERSION: Final = 1
 BUNDLED_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -220,13 +220,13 @@ class Dispatcher:
             except ValueError as exc:  # pydantic's ValidationError: a worker of another version, or a hostile one
                 return harness_failure(self.sweep.id, f.cell, f.attempt, "worker_error",
                                        f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
-        exc = f.async_result.result
-        if isinstance(exc, WorkerLostError) or "WorkerLostError" in type(exc).__name__:
-            reason, error = "worker_lost", f"the worker running the attempt died: {exc}"
+        failure = f.async_result.result
+        if isinstance(failure, WorkerLostError) or "WorkerLostError" in type(failure).__name__:
+            reason, error = "worker_lost", f"the worker running the attempt died: {failure}"
         elif state == "REVOKED":
             reason, error = "revoked", "the attempt was revoked before it finished"
         else:
-            reason, error = "worker_error", f"the worker failed: {type(exc).__name__}: {exc}"
+            reason, error = "worker_error", f"the worker failed: {type(failure).__name__}: {failure}"
         return harness_failure(self.sweep.id, f.cell, f.attempt, reason, error)
 
     def _record(self, cell: Cell, result: AttemptResult) -> None:

@@ -23,11 +23,11 @@ __all__ = ["embedded_worker"]
 
 
 class _Controller(WorkController):
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         self.ready = threading.Event()
         super().__init__(*args, **kwargs)
 
-    def on_consumer_ready(self, consumer) -> None:  # type: ignore[no-untyped-def]
+    def on_consumer_ready(self, consumer) -> None:
         self.ready.set()
 
 

@@ -91,7 +91,7 @@ def check_host(host: Host) -> HostCheck:
     return res
 
 
-def _check_agent(t, host: Host, name: str, agent) -> str:  # type: ignore[no-untyped-def]
+def _check_agent(t, host: Host, name: str, agent) -> str:
     """The version line (or "found"), "missing: ..." when the agent's program is not on the host."""
     from workers.adapters import AttemptPaths, adapter_for
     from workers.adapters.probe import probe_agent

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -32,7 +32,7 @@ from harness.transports import transport_kind
 
 __all__ = ["AgentConfig", "Host", "Inventory", "ModelEndpoint", "load_inventory", "BUNDLED_INVENTORY_DIR"]
 
-INVENTORY_SCHEMA_VERSION = 1
+INVENTORY_SCHEMA_VERSION: Final = 1
 BUNDLED_INVENTORY_DIR = Path(__file__).resolve().parent.parent / "inventory"
 
 _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"

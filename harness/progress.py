@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.dispatch import Event
@@ -29,7 +29,7 @@ class SweepProgress:
             console=console,
             disable=not console.is_terminal,
         )
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: {"running": 0, "finished": 0, "failed": 0})
 
     def start(self, sweep: SweepRecord) -> None:
@@ -70,7 +70,7 @@ class SweepProgress:
         elif e.kind == "retry_scheduled" and not self.console.is_terminal:
             self.console.print(f"{e.cell.id}: retrying as attempt {e.attempt} in {e.delay_s:.0f} s", markup=False)
         if host in self.tasks:
-            self.progress.update(self.tasks[host], **c)
+            self.progress.update(self.tasks[host], running=c["running"], finished=c["finished"], failed=c["failed"])
 
 
 def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:

@@ -87,6 +87,6 @@ def read_record(path: Path, model: type[T] | TypeAdapter[T], *, tags: tuple[str,
     try:
         if isinstance(model, TypeAdapter):
             return model.validate_python(data, context=STORED)
-        return model.model_validate(data, context=STORED)  # type: ignore[union-attr,no-any-return]
+        return model.model_validate(data, context=STORED)  # type: ignore[attr-defined]
     except ValidationError as exc:
         raise StoreError(f"{path}: {problem(exc, tags=tags)}") from None

@@ -11,7 +11,7 @@ import base64
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
@@ -46,7 +46,7 @@ __all__ = [
 
 RECORD_SCHEMA_VERSION = 1
 
-META_SCHEMA_VERSION = 2
+META_SCHEMA_VERSION: Final = 2
 """The version of meta.json (docs/store.md). 1 -> 2: ``kind`` tells a sweep attempt (``run``) from an
 imported session (``imported``, which version 1 marked ``imported: true``); a run's ``agent_kind`` always
 names what ran it (version 1 files written before commit 70cc816 left it out, and a builtin attempt was

@@ -20,7 +20,7 @@ from harness.checks.result import CheckStatus
 from harness.failures import classify
 from harness.grading.model import Grade, StopRecord
 from harness.recordfile import read_optional
-from harness.records import AttemptStatus, SweepRecord, read_meta
+from harness.records import AttemptMeta, AttemptStatus, SweepRecord, read_meta
 from harness.store import Store, atomic_write
 
 __all__ = ["write_report", "cell_results", "CellRow", "CheckLine"]
@@ -84,8 +84,8 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
             stop=grade.stop if grade else None, failure=failure.reason if failure else "",
             reasons=grade.reasons if grade else [],
             checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
-            duration_s=meta.duration_s if meta else 0.0, error=meta.error if meta else "",
-            host_facts=getattr(meta, "host_facts", {}), path=str(folder.relative_to(store.root)) if folder else "",
+            duration_s=meta.duration_s if isinstance(meta, AttemptMeta) else 0.0, error=meta.error if meta else "",
+            host_facts=meta.host_facts if isinstance(meta, AttemptMeta) else {}, path=str(folder.relative_to(store.root)) if folder else "",
         ))
     return rows
 

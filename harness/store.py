@@ -33,7 +33,7 @@ import sqlite3
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from pydantic import ValidationError
 
@@ -304,7 +304,7 @@ class SweepWriter:
         self.sweep_id = sweep_id
         self._sweep: SweepRecord | None = None
         self._journal_lines = 0
-        self._journal = None  # type: ignore[var-annotated]
+        self._journal: BinaryIO | None = None
         self._db: sqlite3.Connection | None = None
 
     # -- the journal --------------------------------------------------------------------------------

@@ -139,16 +139,17 @@ class _Attempt:
         self.probe_agent()
         argv = self.adapter.argv(self.req.host, self.req.item, p)
         self.result.agent_command = argv
+        env: dict[str, str] = self.adapter.env(self.req.host, p)
         launch = {
             "argv": argv,
-            "env": self.adapter.env(self.req.host, p),
+            "env": env,
             "cwd": p.workspace,
             "deadline_s": self.req.item.timeout_s + self.timing.launcher_grace_s,
         }
         self.t.put(f"{p.fleet}/launch.py", LAUNCHER_SOURCE)
         self.t.put(f"{p.fleet}/launch.json", json.dumps(launch).encode())
         # What is kept of the launch: environment names only, since values may be API keys.
-        self.launch_record = {**launch, "env": {k: "***" for k in launch["env"]}}
+        self.launch_record = {**launch, "env": {k: "***" for k in env}}
         # The prompt travels as a file, byte for byte: it is never part of a command line.
         self.t.put(p.prompt_file, self.req.prompt.encode("utf-8"))
         for rel, data in self.adapter.files(self.req.host, self.req.item, p).items():

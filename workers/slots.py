@@ -115,7 +115,7 @@ class RedisSlots(Slots):
 
 
 class _FileLease(Lease):
-    def __init__(self, fh) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, fh) -> None:
         self._fh = fh
 
     def release(self) -> None:

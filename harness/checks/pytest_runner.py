@@ -30,7 +30,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 
-from harness.checks.result import CheckResult
+from harness.checks.result import AssertionResult, CheckResult, CheckStatus
 
 __all__ = [
     "CHECK_KIND",
@@ -174,11 +174,12 @@ def parse_junit(xml_bytes: bytes | None, name: str, duration_s: float, *, timed_
         return _error(name, duration_s, f"unparsable JUnit XML: {exc}")
     if root.tag not in ("testsuites", "testsuite"):
         return _error(name, duration_s, f"unparsable JUnit XML: root element <{root.tag}>")
-    details = []
+    details: list[AssertionResult] = []
     for case in root.iter("testcase"):
         cls, test = case.get("classname") or "", case.get("name") or "?"
         detail_name = f"{cls}::{test}" if cls else test
-        status, message = "passed", ""
+        status: CheckStatus = "passed"
+        message: str | None = ""
         for child in case:
             if child.tag == "failure":
                 status, message = "failed", child.get("message") or child.text
@@ -188,16 +189,16 @@ def parse_junit(xml_bytes: bytes | None, name: str, duration_s: float, *, timed_
                 break
             if child.tag == "skipped":
                 status, message = "untested", child.get("message") or child.text
-        details.append({"name": detail_name, "status": status, "message": _cut(message)})
+        details.append(AssertionResult(name=detail_name, status=status, message=_cut(message)))
     if not details:
         return _error(name, duration_s, "no tests ran (no testcase in the JUnit XML)")
-    counts = {s: sum(d["status"] == s for d in details) for s in ("passed", "failed", "error", "untested")}
+    counts = {s: sum(d.status == s for d in details) for s in ("passed", "failed", "error", "untested")}
     words = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    bad = [d for d in details if d["status"] in ("failed", "error")]
+    bad = [d for d in details if d.status in ("failed", "error")]
     if bad:
         first = bad[0]
-        first_line = first["message"].splitlines()[0] if first["message"] else ""
-        summary = f"{words}; first: {first['name']}" + (f": {first_line}" if first_line else "")
+        first_line = first.message.splitlines()[0] if first.message else ""
+        summary = f"{words}; first: {first.name}" + (f": {first_line}" if first_line else "")
         status = "failed"
     elif counts["untested"]:
         status, summary = "untested", words

@@ -129,7 +129,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
-    def send_head(self):  # type: ignore[override]
+    def send_head(self):
         # Chromium asks for /favicon.ico on its own; a missing one is not the page's fault.
         if self.path.split("?", 1)[0] == "/favicon.ico" and not (Path(self.directory) / "favicon.ico").exists():
             self.send_response(204)

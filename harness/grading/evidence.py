@@ -24,7 +24,7 @@ def _read(folder: Path, name: str) -> str:
         return ""
 
 
-def _stop_from(events: list) -> StopRecord | None:  # type: ignore[type-arg]
+def _stop_from(events: list) -> StopRecord | None:
     calls = [e.call_id for e in events if e.event == "tool_call"]
     for e in events:
         if e.event == "stop":
@@ -39,7 +39,7 @@ _FILE_TOOLS = ("write", "edit", "apply_patch", "multiedit", "write_file", "patch
 _PATH_ARGUMENTS = ("path", "filePath", "file_path")
 
 
-def _files_from(events: list) -> list[str]:  # type: ignore[type-arg]
+def _files_from(events: list) -> list[str]:
     """Files the transcript shows written or changed, for a folder whose workspace was not captured."""
     paths = {e.call_id: next((v for k in _PATH_ARGUMENTS if isinstance(v := (e.arguments or {}).get(k), str)), None)
              for e in events if e.event == "tool_call"}
@@ -65,15 +65,15 @@ def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "")
     manifest = read_optional(folder / "workspace.manifest.json", MANIFEST_ADAPTER)
     receipt = read_optional(folder / "receipt.json", OwnerReceipt)
     checks = read_optional(folder / "checks.json", CHECKS_ADAPTER) or []
-    imported = isinstance(meta, ImportedMeta)
+    imported = meta if isinstance(meta, ImportedMeta) else None
     # A sweep attempt's meta.json names its adapter (older files are migrated by AttemptMeta).
     kind = agent_kind or (meta.agent_kind if isinstance(meta, AttemptMeta) else "")
-    deliverable = item.deliverable if item is not None else (meta.deliverable if imported else "workspace")
+    deliverable = item.deliverable if item is not None else (imported.deliverable if imported else "workspace")
     ev = Evidence(
         status=meta.status, reason=meta.reason, error=meta.error, exit_code=meta.exit_code, deliverable=deliverable,
         expects_transcript=writes_transcript(kind), files=[m.path for m in manifest or [] if m.size],
         answer=_read(folder, "answer.txt"), receipt=receipt.status if receipt is not None else "none",
-        checks=checks, answer_recorded=meta.answer_recorded if imported else True,
+        checks=checks, answer_recorded=imported.answer_recorded if imported else True,
     )
     captured = manifest is not None
     if (folder / "transcript.jsonl").is_file():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, model_validator
 
@@ -11,7 +11,7 @@ from harness.recordfile import check_version
 
 __all__ = ["GRADER_VERSION", "GRADE_SCHEMA_VERSION", "GradeName", "StopRecord", "Evidence", "Grade", "CHECKS_ADAPTER"]
 
-GRADE_SCHEMA_VERSION = 1
+GRADE_SCHEMA_VERSION: Final = 1
 """The version of grade.json's format (not of the rules: that is ``grader_version``)."""
 
 CHECKS_ADAPTER: TypeAdapter[list[CheckResult]] = TypeAdapter(list[CheckResult])

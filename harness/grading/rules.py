@@ -52,7 +52,7 @@ def grade(e: Evidence) -> Grade:
     """Grade one attempt from its evidence."""
 
     def out(name: str, reasons: list[str], failure: str = "") -> Grade:
-        return Grade(grade=name, outcome=e.receipt, stop=e.stop, failure=failure, reasons=reasons, checks=e.checks,  # type: ignore[arg-type]
+        return Grade(grade=name, outcome=e.receipt, stop=e.stop, failure=failure, reasons=reasons, checks=e.checks,
                      graded_at=utc_now())
 
     failure = _harness_failure(e)

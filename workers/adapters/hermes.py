@@ -109,7 +109,7 @@ class HermesAdapter(AgentAdapter):
     def collect(self) -> list[str]:
         return [CONFIG, DB, f"{DB}-wal", FINAL, USAGE, f"{HERMES_HOME}/logs/"]
 
-    def _session(self, collected: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    def _session(self, collected: dict[str, bytes]):
         from harness.importers.hermes import read_attempt
 
         if DB not in collected:

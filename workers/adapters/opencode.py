@@ -94,7 +94,7 @@ class OpenCodeAdapter(AgentAdapter):
     def collect(self) -> list[str]:
         return [CONFIG, DB, f"{DB}-wal", f"{STATE}/data/opencode/log/"]
 
-    def _session(self, collected: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    def _session(self, collected: dict[str, bytes]):
         from harness.importers.opencode import read_store, root_sessions
 
         if DB not in collected:
