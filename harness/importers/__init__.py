@@ -3,8 +3,9 @@
 ``IMPORTERS`` maps a format name to the module that reads it. Each module has ``FORMAT`` and
 ``import_to_folder(src, out_dir) -> list[Path]``: it reads the whole file (bad input raises
 ``TranscriptImportError`` naming the file and the key), then writes one folder per recorded run under
-``out_dir``, which ``grade_folder`` grades like any attempt (docs/importers.md). A new format is one
-module and one line here.
+``out_dir``, which ``grade_folder`` grades like any attempt (docs/importers.md). Every format takes one
+road: its reader and per-entry handlers fill a ``recorded.RecordedRun``, and ``events.to_events`` alone turns
+that into transcript events. A new format is one module and one line here.
 """
 
 from __future__ import annotations

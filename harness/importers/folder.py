@@ -39,8 +39,10 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def write_run_folder(run: RecordedRun, events: Sequence[Event], folder: Path) -> Path:
-    """Write ``folder`` for one run (built aside, then renamed into place). An earlier import there is
-    replaced; any other existing folder is refused."""
+    """Write ``folder`` for one run and its transcript events (``harness.importers.events.to_events``), built
+    aside, then renamed into place. An earlier import there is replaced; any other existing folder is refused.
+    ``meta.json``'s ``calls`` counts the calls the recording holds by id: a call whose result came late is one
+    call, a call with no result is one too."""
     if folder.exists() and not _is_import(folder):
         raise UsageError(f"{folder}: exists and is not an imported run's folder; choose another --out")
     staging = folder.parent / f".{folder.name}.importing"
@@ -65,7 +67,8 @@ def write_run_folder(run: RecordedRun, events: Sequence[Event], folder: Path) ->
         meta = ImportedMeta(
             source_format=run.format, source_file=run.file, source_sha256=run.sha256, run=run.label,
             host=run.host, agent=run.agent, item=run.item or Path(run.file).stem, deliverable=run.deliverable,
-            answer_recorded=run.delivered is not None, calls=len(run.calls), imported_at=utc_now(),
+            answer_recorded=run.delivered is not None, calls=len({call.call_id for call in run.calls}),
+            imported_at=utc_now(),
             facts=run.facts, artifacts=artifacts,
         )
         _write(staging / "meta.json", (meta.model_dump_json(indent=2) + "\n").encode("utf-8"))

@@ -8,7 +8,8 @@ Two sources, told apart by their content:
   what the adapter reads after an attempt;
 * an **export**, ``hermes sessions export FILE`` (JSONL: one session per line, with its ``messages``).
 
-Each assistant message is one model round; the ``tool`` messages after it are its calls' results. A tool
+Each assistant message is one model round of the ``RecordedRun``; the ``tool`` messages after it are its calls'
+results. A tool
 result is the JSON text Hermes gave the model (``{"output", "exit_code", "error"}`` for ``terminal``): a
 non-zero ``exit_code`` is a failed call whatever else it says; ``error`` or ``success: false`` is the
 agent's own failure signal (``agent_is_error``), and the parsed object is kept as ``agent_details``. A role,
@@ -34,9 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TranscriptImportError
+from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
-from harness.importers.chat_session import ChatSession, RunOutcome, SessionCall, SessionRound, write_session_folders
-from harness.transcript import Usage
+from harness.importers.recorded import (
+    RecordedCall,
+    RecordedRound,
+    RecordedRun,
+    RunOutcome,
+    closing_stop,
+    settle_by_flags,
+)
+from harness.transcript import ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_attempt", "import_to_folder", "endpoint_failure"]
 
@@ -175,7 +184,7 @@ def _next_cwd(cwd: str, command: str | None) -> str:
     return posixpath.normpath(posixpath.join(cwd, target))
 
 
-def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> SessionCall:
+def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> RecordedCall:
     function = raw["function"]
     text = function.get("arguments") if isinstance(function.get("arguments"), str) else json.dumps(function.get("arguments"))
     try:
@@ -183,8 +192,8 @@ def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> SessionCall
         arguments, error = (parsed, None) if isinstance(parsed, dict) else (None, "arguments are not a JSON object")
     except json.JSONDecodeError as exc:
         arguments, error = None, f"invalid JSON: {exc.msg}"
-    call = SessionCall(call_id=raw["id"], name=function["name"], arguments=arguments, arguments_text=text,
-                       arguments_error=error, shell=function["name"] in SHELL_TOOLS, finished=False)
+    call = RecordedCall(call_id=raw["id"], name=function["name"], arguments=arguments, arguments_text=text,
+                        arguments_error=error, shell=function["name"] in SHELL_TOOLS, finished=False)
     if call.shell and arguments:
         command = arguments.get("command")
         call.command = command if isinstance(command, str) else None
@@ -195,7 +204,8 @@ def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> SessionCall
     return call
 
 
-def _result(call: SessionCall, content: str, workspace: str) -> None:
+def _result(call: RecordedCall, content: str, workspace: str) -> None:
+    """The call's result: what Hermes gave the model, read into the call (``settle_by_flags``)."""
     call.finished = True
     call.text = content
     try:
@@ -205,6 +215,7 @@ def _result(call: SessionCall, content: str, workspace: str) -> None:
         data = None
     if not isinstance(data, dict):
         call.bad_input = bool(_UNKNOWN_TOOL.match(content)) or content.startswith(_BAD_ARGUMENTS)
+        settle_by_flags(call)
         return
     error = data.get("error")
     call.agent_is_error = bool(error) or data.get("success") is False
@@ -221,14 +232,16 @@ def _result(call: SessionCall, content: str, workspace: str) -> None:
             call.path = _relative(target, workspace)
         if call.name == "write_file" and isinstance(data.get("bytes_written"), int):
             call.bytes = data["bytes_written"]
+    settle_by_flags(call)
 
 
 def _rounds(messages: list[_Message], workspace: str, reader: Reader
-            ) -> tuple[list[SessionRound], list[str], dict[str, Any] | None]:
-    """Rounds, the user messages' texts, and the last message (how the session ends)."""
-    rounds: list[SessionRound] = []
+            ) -> tuple[list[RecordedRound], list[RecordedCall], list[str], dict[str, Any] | None]:
+    """Rounds, their calls, the user messages' texts, and the last message (how the session ends)."""
+    rounds: list[RecordedRound] = []
+    calls: list[RecordedCall] = []
     users: list[str] = []
-    open_calls: dict[str, SessionCall] = {}
+    open_calls: dict[str, RecordedCall] = {}
     last: dict[str, Any] | None = None
     cwd = workspace  # the terminal's folder, carried from command to command as Hermes does
     for message, where in messages:
@@ -243,14 +256,17 @@ def _rounds(messages: list[_Message], workspace: str, reader: Reader
             users.append(_text(message.get("content")))
         elif role == "assistant":
             reasoning = message.get("reasoning") or message.get("reasoning_content")
-            rnd = SessionRound(text=_text(message.get("content")),
-                               reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-                               finish_reason=message.get("finish_reason") if isinstance(message.get("finish_reason"), str) else None)
+            finish = message.get("finish_reason")
+            rnd = RecordedRound(number=len(rounds) + 1, after_calls=len(calls), text=_text(message.get("content")),
+                                reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+                                finish_reason=finish if isinstance(finish, str) else None, attempts=1)
             for raw in _tool_calls(message, where, reader):
                 call = _new_call(raw, workspace, cwd)
+                call.round = rnd.number
                 if call.shell and call.cwd:
                     cwd = _next_cwd(call.cwd, call.command)
-                rnd.calls.append(call)
+                rnd.tool_calls.append(ToolCallRecord(id=call.call_id, name=call.name, arguments=call.arguments_text))
+                calls.append(call)
                 open_calls[call.call_id] = call
             rounds.append(rnd)
         elif role == "tool":
@@ -258,7 +274,7 @@ def _rounds(messages: list[_Message], workspace: str, reader: Reader
             if call_id not in open_calls:
                 reader.fail(f"{where}.tool_call_id", f"{call_id!r} answers no call of the round before it")
             _result(open_calls.pop(call_id), _text(message.get("content")), workspace)
-    return rounds, users, last
+    return rounds, calls, users, last
 
 
 # --------------------------------------------------------------------------------------------------
@@ -297,10 +313,11 @@ _CUT_OUTPUT = re.compile(r"^(?:First response|Response) truncated due to output 
 is never stored, so only this says so)."""
 
 
-def _ending(rounds: list[SessionRound], last: dict[str, Any] | None) -> tuple[RunOutcome | None, str | None, str | None]:
+def _ending(rounds: list[RecordedRound], calls: list[RecordedCall], last: dict[str, Any] | None
+            ) -> tuple[RunOutcome | None, str | None, str | None]:
     if last is None or last.get("role") in ("user", "system"):
         return None, None, None  # no reply was stored: how the run ended is not in the store
-    if last.get("role") == "tool" or any(not c.finished for c in rounds[-1].calls):
+    if last.get("role") == "tool" or any(not c.finished for c in calls if c.round == rounds[-1].number):
         return "interrupted", "ended_mid_round", "the session ends after a tool result, without the model's reply"
     if rounds[-1].finish_reason == "length":
         # Hermes asks for a continuation of a cut text reply up to four times, storing each cut part; the run
@@ -310,15 +327,15 @@ def _ending(rounds: list[SessionRound], last: dict[str, Any] | None) -> tuple[Ru
 
 
 def _session(row: dict[str, Any], messages: list[_Message], raw: bytes, file: str, sha256: str,
-             reader: Reader) -> ChatSession:
+             reader: Reader) -> RecordedRun:
     workspace = row.get("cwd") if isinstance(row.get("cwd"), str) else ""
-    rounds, users, last = _rounds(messages, workspace, reader)
+    rounds, calls, users, last = _rounds(messages, workspace, reader)
     limits = list(_COMMON_LIMITS)
     if len(users) > 1:
         limits.append(f"{len(users) - 1} later user message(s): not in the transcript (only the first is the prompt)")
     if row.get("parent_session_id"):
         limits.append(f"continues session {row['parent_session_id']} (after {row.get('end_reason') or 'a split'} there)")
-    outcome, reason, message = _ending(rounds, last)
+    outcome, reason, message = _ending(rounds, calls, last)
     started, ended = row.get("started_at"), row.get("ended_at")
     duration = float(ended) - float(started) if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else 0.0
 
@@ -332,19 +349,21 @@ def _session(row: dict[str, Any], messages: list[_Message], raw: bytes, file: st
     facts = {"session_id": row.get("id")}
     facts.update({k: row[k] for k in ("title", "parent_session_id", "end_reason", "source") if row.get(k) is not None})
     label = str(row.get("id") or "session")
-    return ChatSession(
+    run = RecordedRun(
         format=FORMAT, file=file, sha256=sha256, label=label, agent=AGENT, prompt=users[0] if users else "",
-        rounds=rounds, limits=limits, run_id=label, model=row.get("model") or "",
+        calls=calls, rounds=rounds, limits=limits, run_id=label, model=row.get("model") or "",
         base_url=row.get("billing_base_url") or "", workspace=workspace,
         system_prompt=row.get("system_prompt") or "", outcome=outcome, reason=reason, message=message,
         duration_s=max(0.0, duration),
         usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     total_tokens=prompt_tokens + completion_tokens),
-        final_text=final, facts=facts, raw=raw,
+        final_text=final, delivered=final, facts=facts, raw=raw,
     )
+    run.end_stop = closing_stop(run)
+    return run
 
 
-def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[ChatSession]:
+def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[RecordedRun]:
     """Every session in ``src`` (a ``state.db`` or a ``hermes sessions export`` JSONL), oldest first.
     ``name`` is how the file is named in errors and ``run_start.imported.file`` (default: the path)."""
     path = Path(src)
@@ -358,7 +377,7 @@ def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[
 
 
 def read_attempt(files: Mapping[str, bytes], db_name: str, final_output: bytes | None,
-                 usage_report: bytes | None) -> ChatSession | None:
+                 usage_report: bytes | None) -> RecordedRun | None:
     """The run of one attempt: the session store as collected (``db_name`` and its ``-wal``), with what
     ``hermes -z`` printed (``final_output``) and its ``--usage-file`` report. None when no session was stored."""
     with tempfile.TemporaryDirectory(prefix="fleet-hermes-") as tmp:
@@ -396,10 +415,11 @@ def read_attempt(files: Mapping[str, bytes], db_name: str, final_output: bytes |
         session.outcome, session.reason = "agent_error", "failed"
         session.message = output.strip() or "hermes -z reported a failed run"
     if output.strip():
-        session.final_text = output.rstrip("\n")
+        session.final_text = session.delivered = output.rstrip("\n")
+    session.end_stop = closing_stop(session)  # how the run ended may have changed
     return session
 
 
 def import_to_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[Path]:
     """Read the whole file first, then write one attempt-like folder per session under ``out_dir``."""
-    return write_session_folders(read_sessions(src), out_dir)
+    return write_runs(read_sessions(src), out_dir)

@@ -6,7 +6,7 @@ OpenClaw records a session as a stream of **entries**: a header (``type: session
 ``compaction``, ``custom`` extension state and a few more. The JSONL store (``openclaw_jsonl``) holds one entry
 per line; the SQLite store (``openclaw_sqlite``) one per ``transcript_events`` row. Each store module reads its
 entries, each with where it was found ("line 7", "transcript_events session S seq 7"), and this module turns
-one session into a ``RecordedRun`` and its normalized events.
+one session into a ``RecordedRun`` (``harness.importers.events.to_events`` makes its transcript).
 
 Mapping: each assistant message is a model round (``model_request`` with the messages recorded since the last
 one, then ``model_response``, or ``model_error`` when the endpoint failed); each ``toolCall`` block is a
@@ -34,21 +34,8 @@ from typing import Any, Literal, NoReturn
 
 from harness.errors import TranscriptImportError
 from harness.importers.reader import Reader
-from harness.importers.recorded import RecordedCall, RecordedRun, output_limit_stop, tool_details, verdict_of
-from harness.transcript import (
-    Event,
-    ImportedFrom,
-    ModelError,
-    ModelRequest,
-    ModelResponse,
-    RunEnd,
-    RunStart,
-    StopEvent,
-    ToolCall,
-    ToolCallRecord,
-    ToolResult,
-    Usage,
-)
+from harness.importers.recorded import RecordedCall, RecordedRound, RecordedRun, output_limit_stop, settle_by_details
+from harness.transcript import ModelError, StopEvent, ToolCallRecord, Usage
 
 __all__ = ["AGENT", "SESSION_VERSIONS", "Entry", "SessionSource", "read_session", "check_label"]
 
@@ -268,8 +255,9 @@ class _SessionRead:
     reader: _Reader
     cwd: str
     last_ts: object = None
-    events: list[Event] = field(default_factory=list)
+    rounds: list[RecordedRound] = field(default_factory=list)
     calls: list[RecordedCall] = field(default_factory=list)
+    """Every call in the order the session recorded it: at its result, or (no result) when the model moved on."""
     limits: list[str] = field(default_factory=lambda: list(_LIMITS))
     untranslated: Counter[str] = field(default_factory=Counter)
     models: list[dict[str, Any]] = field(default_factory=list)
@@ -278,25 +266,24 @@ class _SessionRead:
     prompt: str | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     """Messages recorded since the last model request (its ``messages_added``)."""
-    rounds: int = 0
     current: _Round | None = None
     by_id: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)
     """Call id -> (its toolCall block, its round)."""
     answered: dict[str, str] = field(default_factory=dict)
     """Call id -> where its result is."""
     last_assistant: tuple[Entry, dict[str, Any]] | None = None
-    totals: Usage = field(default_factory=Usage)
 
     def flush_unanswered(self) -> None:
-        """Calls of the current round that got no result: their tool_call events, and a limit line each."""
+        """Calls of the current round that got no result: recorded as calls with no result, a limit line each."""
         round_ = self.current
         if round_ is None:
             return
         for block in round_.calls:
             arguments = block["arguments"] if isinstance(block.get("arguments"), dict) else None
-            self.events.append(ToolCall(round=round_.number, call_id=block["id"], name=block["name"],
-                                        arguments=arguments, arguments_error=None if arguments is not None
-                                        else "the arguments are not a JSON object"))
+            self.calls.append(RecordedCall(call_id=block["id"], name=block["name"], arguments=arguments,
+                                           arguments_error=None if arguments is not None
+                                           else "the arguments are not a JSON object",
+                                           round=round_.number, finished=False))
             self.limits.append(f"call {block['id']} ({block['name']}, round {round_.number}): no result is recorded")
         round_.calls = []
 
@@ -383,32 +370,26 @@ def _assistant(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None:
         s.reader.fail(at, f"stopReason: {stop!r} is not one of {', '.join(STOP_REASONS)}")
     text, reasoning = _text_of(content, s.reader, at, "content")
     blocks = _tool_call_blocks(s, content, at)
-    s.rounds += 1
-    s.current = _Round(s.rounds, list(blocks))
+    number = len(s.rounds) + 1
+    s.current = _Round(number, list(blocks))
     for block in blocks:
-        s.by_id[block["id"]] = (block, s.rounds)
-    usage = _usage(message.get("usage"))
-    if usage is not None:
-        s.totals = Usage(prompt_tokens=s.totals.prompt_tokens + usage.prompt_tokens,
-                         completion_tokens=s.totals.completion_tokens + usage.completion_tokens,
-                         total_tokens=s.totals.total_tokens + usage.total_tokens)
-    s.events.append(ModelRequest(round=s.rounds, max_tokens=0, stream=False, prompt_tokens_estimate=0,
-                                 messages_added=s.pending))
+        s.by_id[block["id"]] = (block, number)
     endpoint = _endpoint_error(message) if stop == "error" else None
+    round_ = RecordedRound(
+        number=number, after_calls=len(s.calls), request=s.pending, usage=_usage(message.get("usage")),
+        replied=endpoint is None, text=text, reasoning=reasoning, finish_reason=_FINISH[stop],
+        tool_calls=[ToolCallRecord(id=b["id"], name=b["name"],
+                                   arguments=b["partialArgs"] if isinstance(b.get("partialArgs"), str)
+                                   else json.dumps(b["arguments"], ensure_ascii=False))
+                    for b in blocks],
+        model=message["model"] if isinstance(message.get("model"), str) else None,
+    )
     if endpoint is not None:
+        # The endpoint failed instead of answering: the round's error, in place of a reply.
         kind_, status, _ = endpoint
-        s.events.append(ModelError(round=s.rounds, attempt=0, kind=kind_, status=status,
-                                   message=str(message.get("errorMessage") or ""), retry_in_s=None))
-    else:
-        s.events.append(ModelResponse(
-            round=s.rounds, text=text, reasoning=reasoning,
-            tool_calls=[ToolCallRecord(id=b["id"], name=b["name"],
-                                       arguments=b["partialArgs"] if isinstance(b.get("partialArgs"), str)
-                                       else json.dumps(b["arguments"], ensure_ascii=False))
-                        for b in blocks],
-            finish_reason=_FINISH[stop], usage=usage, latency_s=0.0, attempts=0,
-            model=message["model"] if isinstance(message.get("model"), str) else None,
-        ))
+        round_.errors.append(ModelError(round=number, attempt=0, kind=kind_, status=status,
+                                        message=str(message.get("errorMessage") or ""), retry_in_s=None))
+    s.rounds.append(round_)
     s.pending = [{"role": "assistant", "content": text or None,
                   **({"tool_calls": [{"id": b["id"], "type": "function",
                                       "function": {"name": b["name"],
@@ -433,30 +414,23 @@ def _tool_result(s: _SessionRead, entry: Entry, message: dict[str, Any]) -> None
         if s.current is not None:
             s.current.calls = [b for b in s.current.calls if b["id"] != call_id]
         arguments = block["arguments"] if isinstance(block["arguments"], dict) else None
-        s.events.append(ToolCall(round=round_, call_id=call_id, name=block["name"], arguments=arguments,
-                                 arguments_error=None if arguments is not None
-                                 else "the arguments are not a JSON object"))
+        called_as = block["name"] if block["name"] != name else None
+        arguments_error = None if arguments is not None else "the arguments are not a JSON object"
     else:
         # OpenClaw keeps the result of a call to a tool it does not have, but not the assistant message
         # that made it: that message was a model round of its own, which the session does not hold.
-        s.rounds += 1
-        round_, arguments = s.rounds, None
-        s.events.append(ToolCall(round=round_, call_id=call_id, name=name, arguments=None,
-                                 arguments_error="not recorded: the session holds this call's result, not the "
-                                                 "assistant message that made it"))
+        round_, arguments, called_as = len(s.rounds) + 1, None, None
+        s.rounds.append(RecordedRound(number=round_, after_calls=len(s.calls), replied=False))
+        arguments_error = "not recorded: the session holds this call's result, not the assistant message that made it"
         s.limits.append(f"call {call_id} ({name}): only its result is recorded ({where}); the model round "
                         f"that made it (round {round_}) and its arguments are not")
-    call = RecordedCall(
-        call_id=call_id, name=name, arguments=arguments or {}, round=round_, text=text,
+    call = settle_by_details(RecordedCall(
+        call_id=call_id, name=name, called_as=called_as, arguments=arguments, arguments_error=arguments_error,
+        round=round_, text=text,
         agent_is_error=is_error, agent_details=details,
         output=details["aggregated"] if details and isinstance(details.get("aggregated"), str) else None,
-    )
-    test = verdict_of(call)
-    result_details = tool_details(call, test)
-    if result_details.path is not None:
-        result_details = result_details.model_copy(update={"path": _relative(result_details.path, s.cwd)})
-    s.events.append(ToolResult(round=round_, call_id=call_id, name=name, is_error=result_details.status != "ok",
-                               text=text, details=result_details, agent_is_error=is_error, agent_details=details))
+    ))
+    call.path = _relative(call.path, s.cwd)
     s.calls.append(call)
     s.pending.append(_tool_message(call_id, text))
 
@@ -478,10 +452,8 @@ _MESSAGE_HANDLERS: dict[str, Callable[[_SessionRead, Entry, dict[str, Any]], Non
 """Message role -> its handler; an unknown role is an error naming the entry."""
 
 
-def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[Event]]:
-    """One session's ``RecordedRun`` (for the folder) and its transcript events (``seq``/``ts`` unstamped).
-
-    ``raw`` is the session as kept beside the transcript (``session.json``)."""
+def read_session(source: SessionSource, raw: bytes) -> RecordedRun:
+    """One session as a ``RecordedRun``. ``raw`` is the session as kept beside the transcript (``session.json``)."""
     reader = _Reader(source.file)
     head, version, session_id, cwd = _header(source, reader)
     started = head.data.get("timestamp")
@@ -496,74 +468,64 @@ def read_session(source: SessionSource, raw: bytes) -> tuple[RecordedRun, list[E
     if s.compactions:
         limits.append(f"{len(s.compactions)} compaction(s): the model context was summarized; the entries before it "
                       "are still in the session and in this transcript")
-
-    end, delivered, final_text, stop_reason, error = _run_end(s.last_assistant, s.rounds, s.totals,
-                                                             _seconds(started, s.last_ts), s.events)
-    events = [*s.events, *end]
     first_model = s.models[0] if s.models else None
-    run_start = RunStart(
-        run_id=session_id, agent=AGENT, agent_version=source.agent_version, harness_commit="",
-        model=f"{first_model['provider']}/{first_model['modelId']}" if first_model else "", base_url="", context=0,
-        max_output=0, stream=False, timeout_s=0.0, retries=0, exec_timeout_s=0.0, workspace=cwd, prompt_file="",
-        prompt=s.prompt or "", system_prompt="", tools=[], budget_policy={}, python="", platform="",
-        imported=ImportedFrom(format=source.format, file=source.file, sha256=source.sha256, run=session_id,
-                              limits=limits),
+    run = RecordedRun(
+        format=source.format, file=source.file, sha256=source.sha256,
+        label=check_label(source.file, head.where, session_id), prompt=s.prompt or "", calls=s.calls, limits=limits,
+        rounds=s.rounds, agent=AGENT, run_id=session_id, agent_version=source.agent_version,
+        model=f"{first_model['provider']}/{first_model['modelId']}" if first_model else "", workspace=cwd,
+        item=session_id, duration_s=_seconds(started, s.last_ts), raw=raw,
     )
+    stop_reason, error = _ending(run, s.last_assistant)
     facts: dict[str, Any] = {
         "session_id": session_id, "session_version": version, "cwd": cwd, "agent_version": source.agent_version,
         "models": s.models, "thinking_levels": s.thinking, "compactions": s.compactions,
         "final_stop_reason": stop_reason, "final_error": error, **source.facts,
     }
-    run = RecordedRun(
-        format=source.format, file=source.file, sha256=source.sha256,
-        label=check_label(source.file, head.where, session_id), prompt=s.prompt or "", calls=s.calls, limits=limits,
-        agent=AGENT, run_id=session_id, item=session_id, final_text=final_text, final_stop_reason=stop_reason,
-        final_error=error, delivered=delivered,
-        facts={k: v for k, v in facts.items() if v not in (None, "", [])}, raw=raw,
-    )
-    return run, [run_start, *events]
+    run.facts = {k: v for k, v in facts.items() if v not in (None, "", [])}
+    return run
 
 
-def _run_end(last: tuple[Entry, dict[str, Any]] | None, rounds: int, usage: Usage, duration: float, events: list[Event]
-             ) -> tuple[list[Event], str | None, str | None, str | None, str | None]:
-    """(the closing events, what the owner got, the final reply, its stopReason, its error) from the last
-    assistant message."""
-    made = sum(isinstance(e, ToolCall) for e in events)  # with the calls that got no result
-    common = {"exit_code": None, "rounds": rounds, "tool_calls": made, "duration_s": duration, "usage": usage}
+def _ending(run: RecordedRun, last: tuple[Entry, dict[str, Any]] | None) -> tuple[str | None, str | None]:
+    """How the run ended, from the last assistant message's ``stopReason``: ``outcome``, ``reason``, ``message``,
+    the stop that ended it, the final reply and what the owner got. Returns (the stopReason, its error)."""
     if last is None:
-        return ([RunEnd(outcome="interrupted", reason="no_reply", message="the session holds no model reply",
-                        **common)], None, None, None, None)
+        run.outcome, run.reason, run.message = "interrupted", "no_reply", "the session holds no model reply"
+        return None, None
     entry, message = last
     stop = message["stopReason"]
     error = message.get("errorMessage") if isinstance(message.get("errorMessage"), str) else None
-    text = next((e.text for e in reversed(events) if isinstance(e, ModelResponse)), None)
+    text = next((r.text for r in reversed(run.rounds) if r.replied), None)
+    rounds = len(run.rounds)
+    run.final_text = text
     if stop == "error":
         endpoint = _endpoint_error(message)
         if endpoint is not None:
+            run.final_text = None
             kind, status, reason = endpoint
             if _context_overflow(message, status):
-                stop_event = StopEvent(round=rounds, rule="context", reason="context_full",
-                                       text=f"context full: {error}")
-                return ([stop_event, RunEnd(outcome="stopped", reason="context_full", message=error, **common)],
-                        None, None, stop, error)
-            return ([RunEnd(outcome="infrastructure", reason=reason,
-                            message=f"the model endpoint failed ({entry.where}): {error or kind}", **common)],
-                    None, None, stop, error)
-        return ([RunEnd(outcome="agent_error", reason="stop_reason_error",
-                        message=f"OpenClaw ended the run on an error ({entry.where}): {error or 'no message'}",
-                        **common)], None, text, stop, error)
-    if stop == "aborted":
-        return ([RunEnd(outcome="interrupted", reason="aborted", message=error or "the run was aborted", **common)],
-                None, text, stop, error)
-    if stop == "toolUse":
-        return ([RunEnd(outcome="interrupted", reason="no_final_reply",
-                        message="the session ends after tool calls, without a final reply", **common)],
-                None, text, stop, error)
-    if stop == "length":
+                run.end_stop = StopEvent(round=rounds, rule="context", reason="context_full",
+                                         text=f"context full: {error}")
+                run.outcome, run.reason, run.message = "stopped", "context_full", error
+            else:
+                run.outcome, run.reason = "infrastructure", reason
+                run.message = f"the model endpoint failed ({entry.where}): {error or kind}"
+        else:
+            run.outcome, run.reason = "agent_error", "stop_reason_error"
+            run.message = f"OpenClaw ended the run on an error ({entry.where}): {error or 'no message'}"
+    elif stop == "aborted":
+        run.outcome, run.reason, run.message = "interrupted", "aborted", error or "the run was aborted"
+    elif stop == "toolUse":
+        run.outcome, run.reason = "interrupted", "no_final_reply"
+        run.message = "the session ends after tool calls, without a final reply"
+    elif stop == "length":
         # The final reply was cut at the output limit: the run's stop, as for every agent (the owner still got
         # the text OpenClaw delivered).
-        return ([output_limit_stop(rounds), RunEnd(outcome="stopped", reason="output_limit",
-                                                   message="the last reply was cut at the output limit "
-                                                           "(stopReason length)", **common)],
-                text, text, stop, error)
-    return [RunEnd(outcome="completed", reason=None, message=None, **common)], text, text, stop, error
+        run.end_stop = output_limit_stop(rounds)
+        run.outcome, run.reason = "stopped", "output_limit"
+        run.message = "the last reply was cut at the output limit (stopReason length)"
+        run.delivered = text
+    else:
+        run.outcome = "completed"
+        run.delivered = text
+    return stop, error

@@ -15,13 +15,13 @@ import os
 from pathlib import Path
 
 from harness.errors import TranscriptImportError
-from harness.importers.folder import write_run_folder
+from harness.importers.events import to_events, write_runs
 from harness.importers.openclaw import Entry, SessionSource, read_session
 from harness.importers.reader import Reader
 from harness.importers.recorded import RecordedRun
 from harness.transcript import Event
 
-__all__ = ["FORMAT", "session_files", "read_file", "read_runs", "import_to_folder"]
+__all__ = ["FORMAT", "session_files", "read_file", "read_sessions", "read_runs", "import_to_folder"]
 
 FORMAT = "openclaw-jsonl"
 SIDECAR = ".trajectory.jsonl"
@@ -60,8 +60,8 @@ def read_entries(path: Path, name: str) -> tuple[list[Entry], bytes]:
     return entries, raw
 
 
-def read_file(path: Path, name: str | None = None) -> tuple[RecordedRun, list[Event]]:
-    """One session file as a run and its transcript events."""
+def read_file(path: Path, name: str | None = None) -> RecordedRun:
+    """One session file as a recorded run."""
     name = name or str(path)
     entries, raw = read_entries(path, name)
     source = SessionSource(format=FORMAT, file=name, sha256=hashlib.sha256(raw).hexdigest(), entries=entries)
@@ -69,18 +69,22 @@ def read_file(path: Path, name: str | None = None) -> tuple[RecordedRun, list[Ev
     return read_session(source, json.dumps(kept, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
-def read_runs(src: str | os.PathLike[str]) -> list[tuple[RecordedRun, list[Event]]]:
+def read_sessions(src: str | os.PathLike[str]) -> list[RecordedRun]:
     """Every session ``src`` names, each read whole. Bad input raises ``TranscriptImportError``."""
     runs = [read_file(path) for path in session_files(Path(src))]
     seen: dict[str, str] = {}
-    for run, _ in runs:
+    for run in runs:
         if run.label in seen:
             raise TranscriptImportError(run.file, "line 1", f"session {run.label} is also in {seen[run.label]}")
         seen[run.label] = run.file
     return runs
 
 
+def read_runs(src: str | os.PathLike[str]) -> list[tuple[RecordedRun, list[Event]]]:
+    """Every session ``src`` names with its transcript events."""
+    return [(run, to_events(run)) for run in read_sessions(src)]
+
+
 def import_to_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[Path]:
     """Read every session ``src`` names, then write one attempt-like folder per session under ``out_dir``."""
-    runs = read_runs(src)
-    return [write_run_folder(run, events, Path(out_dir) / run.label) for run, events in runs]
+    return write_runs(read_sessions(src), out_dir)

@@ -25,13 +25,13 @@ from typing import Any
 import zstandard
 
 from harness.errors import TranscriptImportError
-from harness.importers.folder import write_run_folder
+from harness.importers.events import to_events, write_runs
 from harness.importers.openclaw import Entry, SessionSource, read_session
 from harness.importers.reader import store_copy
 from harness.importers.recorded import RecordedRun
 from harness.transcript import Event
 
-__all__ = ["FORMAT", "DATABASE_NAME", "databases", "read_database", "read_runs", "import_to_folder"]
+__all__ = ["FORMAT", "DATABASE_NAME", "databases", "read_database", "read_sessions", "read_runs", "import_to_folder"]
 
 FORMAT = "openclaw-sqlite"
 DATABASE_NAME = "openclaw-agent.sqlite"
@@ -130,9 +130,9 @@ def _read(conn: sqlite3.Connection, name: str, sha: str) -> list[tuple[SessionSo
     return out
 
 
-def read_database(path: Path, name: str | None = None) -> list[tuple[RecordedRun, list[Event]]]:
-    """Every session of one database, each as a run and its transcript events. ``name`` names the file in
-    errors and records (default: ``path``)."""
+def read_database(path: Path, name: str | None = None) -> list[RecordedRun]:
+    """Every session of one database, each as a recorded run. ``name`` names the file in errors and records
+    (default: ``path``)."""
     name = name or str(path)
     try:
         raw = path.read_bytes()
@@ -148,11 +148,11 @@ def read_database(path: Path, name: str | None = None) -> list[tuple[RecordedRun
     return [read_session(source, kept) for source, kept in sources]
 
 
-def read_runs(src: str | os.PathLike[str]) -> list[tuple[RecordedRun, list[Event]]]:
+def read_sessions(src: str | os.PathLike[str]) -> list[RecordedRun]:
     """Every session in the databases ``src`` names. Bad input raises ``TranscriptImportError``."""
     runs = [run for db in databases(Path(src)) for run in read_database(db)]
     seen: dict[str, str] = {}
-    for run, _ in runs:
+    for run in runs:
         if run.label in seen:
             raise TranscriptImportError(run.file, "transcript_events",
                                         f"session {run.label} is also in {seen[run.label]}")
@@ -160,7 +160,11 @@ def read_runs(src: str | os.PathLike[str]) -> list[tuple[RecordedRun, list[Event
     return runs
 
 
+def read_runs(src: str | os.PathLike[str]) -> list[tuple[RecordedRun, list[Event]]]:
+    """Every session in the databases ``src`` names with its transcript events."""
+    return [(run, to_events(run)) for run in read_sessions(src)]
+
+
 def import_to_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[Path]:
     """Read every session ``src`` names, then write one attempt-like folder per session under ``out_dir``."""
-    runs = read_runs(src)
-    return [write_run_folder(run, events, Path(out_dir) / run.label) for run, events in runs]
+    return write_runs(read_sessions(src), out_dir)

@@ -9,10 +9,11 @@ Three sources, told apart by their content:
 * the **event stream** of ``opencode run --format json`` (JSONL: ``step_start``, ``text``, ``reasoning``,
   ``tool_use``, ``step_finish``, ``error``), which carries the parts but not the prompt or the messages.
 
-All three hold the same *parts*, so one reader turns them into model rounds: a ``step-start`` opens a
-round, ``text`` and ``reasoning`` parts are its reply, ``tool`` parts its calls with their results, and
-``step-finish`` its finish reason and tokens. A part type, tool state or event type this importer does not
-know is an error naming the file and the row or line (``part prt_...``, ``line 7``): nothing is dropped.
+All three hold the same *parts*, so one reader turns them into a ``RecordedRun``'s model rounds: a
+``step-start`` opens a round, ``text`` and ``reasoning`` parts are its reply, ``tool`` parts its calls with
+their results, and ``step-finish`` its finish reason and tokens. A part type, tool state or event type this
+importer does not know is an error naming the file and the row or line (``part prt_...``, ``line 7``): nothing
+is dropped.
 """
 
 from __future__ import annotations
@@ -27,15 +28,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
-from harness.importers.chat_session import (
-    ChatSession,
+from harness.importers.recorded import (
+    RecordedCall,
+    RecordedRound,
+    RecordedRun,
     RunOutcome,
-    SessionCall,
-    SessionRound,
-    write_session_folders,
+    closing_stop,
+    settle_by_flags,
 )
-from harness.transcript import ModelError, Usage
+from harness.transcript import GuardDecision, ModelError, ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_store", "import_to_folder", "final_text_of_stream",
            "endpoint_failure", "root_sessions"]
@@ -258,7 +261,7 @@ def _finish(reason: object) -> str | None:
     return reason.replace("-", "_") if isinstance(reason, str) else None
 
 
-def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> SessionCall:
+def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> RecordedCall:
     name = reader.text(part, "tool", where)
     call_id = reader.text(part, "callID", where)
     state = reader.obj(part.get("state"), f"{where}.state")
@@ -268,8 +271,8 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
     arguments = state.get("input", {})
     if not isinstance(arguments, dict):
         reader.fail(f"{where}.state.input", f"expected a JSON object, got {type(arguments).__name__}")
-    call = SessionCall(call_id=call_id, name=name, arguments=arguments,
-                       arguments_text=json.dumps(arguments, ensure_ascii=False), shell=name in SHELL_TOOLS)
+    call = RecordedCall(call_id=call_id, name=name, arguments=arguments,
+                        arguments_text=json.dumps(arguments, ensure_ascii=False), shell=name in SHELL_TOOLS)
     timing = state.get("time") if isinstance(state.get("time"), dict) else {}
     start, end = _ms(timing.get("start")), _ms(timing.get("end"))
     if start is not None and end is not None:
@@ -287,7 +290,9 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
     else:
         call.text = reader.text(state, "error", f"{where}.state")
         call.agent_is_error = True
-        call.refused = next((code for opening, code in _REFUSALS if call.text.startswith(opening)), None)
+        call.refusal_reason = next((code for opening, code in _REFUSALS if call.text.startswith(opening)), None)
+        if call.refusal_reason is not None:
+            call.ran, call.refusal = False, call.text
     if isinstance(state.get("title"), str):
         details["title"] = state["title"]
     call.agent_details = details
@@ -316,7 +321,7 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
             call.path = _relative(target, workspace)
         if name in WRITE_TOOLS and isinstance(arguments.get("content"), str):
             call.bytes = len(arguments["content"].encode("utf-8"))
-    return call
+    return settle_by_flags(call)
 
 
 def _retry_error(part: dict[str, Any]) -> ModelError:
@@ -328,9 +333,10 @@ def _retry_error(part: dict[str, Any]) -> ModelError:
                       status=status, message=message, retry_in_s=None)
 
 
-def _rounds(messages: list[_Message], workspace: str, reader: _Reader) -> tuple[list[SessionRound], list[str]]:
-    """The assistant messages' parts as rounds; returns the rounds and the user messages' texts."""
-    rounds: list[SessionRound] = []
+def _rounds(messages: list[_Message], workspace: str, reader: _Reader
+            ) -> tuple[list[RecordedRound], list[RecordedCall], list[str]]:
+    """The assistant messages' parts as rounds and their calls; returns those and the user messages' texts."""
+    rounds: list[tuple[RecordedRound, list[RecordedCall]]] = []
     users: list[str] = []
     pending_errors: list[ModelError] = []
     for info, parts in messages:
@@ -340,7 +346,7 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader) -> tuple[
                                  and isinstance(p.get("text"), str)))
         elif role != "assistant":
             reader.fail(f"message {info.get('id')}: data.role", f"unknown role {role!r}")
-        current: SessionRound | None = None
+        current: RecordedRound | None = None
         for part, where in parts:
             kind = reader.text(part, "type", where)
             if kind not in _PART_TYPES:
@@ -354,9 +360,9 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader) -> tuple[
             if kind not in ("text", "reasoning", "tool", "step-start", "step-finish"):
                 continue
             if current is None or kind == "step-start":
-                current = SessionRound(errors=pending_errors)
+                current = RecordedRound(number=len(rounds) + 1, errors=pending_errors, attempts=1)
                 pending_errors = []
-                rounds.append(current)
+                rounds.append((current, []))
             if kind == "text":
                 text = reader.text(part, "text", where)
                 current.text = f"{current.text}\n{text}" if current.text else text
@@ -364,12 +370,22 @@ def _rounds(messages: list[_Message], workspace: str, reader: _Reader) -> tuple[
                 text = reader.text(part, "text", where)
                 current.reasoning = f"{current.reasoning}\n{text}" if current.reasoning else text
             elif kind == "tool":
-                current.calls.append(_call(part, where, workspace, reader))
+                rounds[-1][1].append(_call(part, where, workspace, reader))
             elif kind == "step-finish":
                 current.finish_reason = _finish(part.get("reason"))
                 current.usage = _usage(part.get("tokens"))
                 current = None
-    return rounds, users
+    calls: list[RecordedCall] = []
+    for rnd, made in rounds:
+        rnd.after_calls = len(calls)
+        rnd.tool_calls = [ToolCallRecord(id=c.call_id, name=c.name, arguments=c.arguments_text) for c in made]
+        for call in made:
+            call.round = rnd.number
+            if call.refusal_reason is not None:
+                call.guard.append(GuardDecision(round=rnd.number, rule="tool_policy", decision="refuse",
+                                                call_id=call.call_id, reason=call.refusal_reason, text=call.text))
+        calls.extend(made)
+    return [rnd for rnd, _ in rounds], calls, users
 
 
 # --------------------------------------------------------------------------------------------------
@@ -398,7 +414,8 @@ def _error_message(error: Mapping[str, Any]) -> str:
     return str(data.get("message") or error.get("name") or "unknown error")
 
 
-def _ending(source: _Source, rounds: list[SessionRound]) -> tuple[RunOutcome | None, str | None, str | None]:
+def _ending(source: _Source, rounds: list[RecordedRound], calls: list[RecordedCall]
+            ) -> tuple[RunOutcome | None, str | None, str | None]:
     assistant = [info for info, _ in source.messages if info.get("role") == "assistant"]
     errors = [e for e in (info.get("error") for info in assistant) if isinstance(e, dict)] + source.errors
     if errors:
@@ -414,11 +431,12 @@ def _ending(source: _Source, rounds: list[SessionRound]) -> tuple[RunOutcome | N
     if not rounds:
         return None, None, None
     last = rounds[-1]
-    refused = next((c for c in last.calls if c.refused), None)
+    made = [c for c in calls if c.round == last.number]
+    refused = next((c for c in made if c.refusal_reason), None)
     if refused is not None and last.finish_reason == "tool_calls":
         # OpenCode ends the run when its permission policy refuses a call: the run stopped there.
-        return "stopped", refused.refused, refused.text
-    unfinished = any(not c.finished for c in last.calls)
+        return "stopped", refused.refusal_reason, refused.text
+    unfinished = any(not c.finished for c in made)
     completed = source.kind == "stream" or all(isinstance((info.get("time") or {}).get("completed"), (int, float))
                                                for info in assistant[-1:])
     if unfinished or last.finish_reason in (None, "tool_calls") or not completed:
@@ -434,10 +452,10 @@ def _ending(source: _Source, rounds: list[SessionRound]) -> tuple[RunOutcome | N
 # Sessions
 
 
-def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> ChatSession:
+def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> RecordedRun:
     info = source.info
     workspace = info.get("directory") if isinstance(info.get("directory"), str) else ""
-    rounds, users = _rounds(source.messages, workspace, reader)
+    rounds, calls, users = _rounds(source.messages, workspace, reader)
     limits = list(_COMMON_LIMITS)
     if source.kind == "stream":
         limits += _STREAM_LIMITS
@@ -452,7 +470,7 @@ def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> ChatSe
             model = ""
     if not model:
         model = next((m["modelID"] for m, _ in source.messages if isinstance(m.get("modelID"), str)), "")
-    outcome, reason, message = _ending(source, rounds)
+    outcome, reason, message = _ending(source, rounds, calls)
     created, updated = _ms(info.get("time_created")), _ms(info.get("time_updated"))
     final = next((r.text for r in reversed(rounds) if r.text.strip()), None)
     facts = {k: info.get(k) for k in ("title", "parent_id", "slug") if info.get(k) is not None}
@@ -460,17 +478,19 @@ def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> ChatSe
     if source.kind != "stream" and info.get("parent_id"):
         limits.append(f"a subagent session (parent {info['parent_id']})")
     label = str(info.get("id") or "session")
-    return ChatSession(
+    run = RecordedRun(
         format=FORMAT, file=file, sha256=sha256, label=label, agent=AGENT, prompt=users[0] if users else "",
-        rounds=rounds, limits=limits, run_id=label,
+        calls=calls, rounds=rounds, limits=limits, run_id=label,
         agent_version=info.get("version") if isinstance(info.get("version"), str) else "",
         model=model, workspace=workspace, outcome=outcome, reason=reason, message=message,
         duration_s=max(0.0, (updated - created) / 1000) if created is not None and updated is not None else 0.0,
-        final_text=final, facts=facts, raw=source.raw,
+        final_text=final, delivered=final, facts=facts, raw=source.raw,
     )
+    run.end_stop = closing_stop(run)
+    return run
 
 
-def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[ChatSession]:
+def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[RecordedRun]:
     """Every session in ``src`` (a session store, an export or an event stream), oldest first. ``name`` is
     how the file is named in errors and in ``run_start.imported.file`` (default: the path as given)."""
     path = Path(src)
@@ -482,7 +502,7 @@ def read_sessions(src: str | os.PathLike[str], name: str | None = None) -> list[
     return [_session(s, reader.file, digest, reader) for s in sources]
 
 
-def read_store(files: Mapping[str, bytes], db_name: str) -> list[ChatSession]:
+def read_store(files: Mapping[str, bytes], db_name: str) -> list[RecordedRun]:
     """The sessions of a session store given as collected bytes (``db_name`` and its ``-wal``)."""
     with tempfile.TemporaryDirectory(prefix="fleet-opencode-") as tmp:
         db = Path(tmp) / "opencode.db"
@@ -520,9 +540,9 @@ def final_text_of_stream(stdout: bytes) -> str | None:
 
 def import_to_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[Path]:
     """Read the whole file first, then write one attempt-like folder per session under ``out_dir``."""
-    return write_session_folders(read_sessions(src), out_dir)
+    return write_runs(read_sessions(src), out_dir)
 
 
-def root_sessions(sessions: list[ChatSession]) -> list[ChatSession]:
+def root_sessions(sessions: list[RecordedRun]) -> list[RecordedRun]:
     """The sessions that are not a subagent's, oldest first."""
     return [s for s in sessions if not s.facts.get("parent_id")]

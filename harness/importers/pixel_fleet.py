@@ -26,10 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.importers.folder import write_run_folder
+from harness.importers.events import write_runs
 from harness.importers.pixel_guard import classify, plan_guard, receipt_source
 from harness.importers.reader import Reader
-from harness.importers.recorded import RecordedCall, RecordedRun, to_events
+from harness.importers.recorded import (
+    RecordedCall,
+    RecordedRound,
+    RecordedRun,
+    output_limit_stop,
+    settle_by_details,
+    verdict_of,
+)
+from harness.transcript import OwnerReceipt, ReceiptStatus, Usage
 
 __all__ = ["FORMAT", "read_runs", "import_to_folder"]
 
@@ -154,12 +162,12 @@ def _session_call(call: dict[str, Any], where: str, reader: _Reader) -> Recorded
     details = result.get("details")
     blocked = details is not None and details.get("status") == "blocked"
     text = result["text"]
-    return RecordedCall(
+    return settle_by_details(RecordedCall(
         call_id=call["id"], name=call["tool"], arguments=call["arguments"], text=text,
         agent_is_error=result.get("isError"), agent_details=details, ran=not blocked,
         refusal=(text or str(details.get("reason", ""))) if blocked and details is not None else None,
         output=details.get("aggregated") if details and isinstance(details.get("aggregated"), str) else None,
-    )
+    ))
 
 
 def _trace_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCall:
@@ -168,11 +176,11 @@ def _trace_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCa
                  ("state", "isError", "resultHead"))
     head, state = recorded["resultHead"], recorded["state"]
     refused = state == "blocked" or classify(head)[0] != "unrecognized"
-    return RecordedCall(
+    return settle_by_details(RecordedCall(
         call_id=call["id"], name=call["tool"], arguments=call["args"], text=head, agent_is_error=recorded["isError"],
         agent_details={"status": state} if state is not None else None, ran=not refused,
         refusal=head if refused else None,
-    )
+    ))
 
 
 def _tail_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCall:
@@ -185,7 +193,7 @@ def _tail_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCal
     if ("result" in call) == ("blocked" in call):
         reader.fail(f"{where}.result", "a call holds either a result or its refusal (blocked), not both or neither")
     if "blocked" in call:
-        return RecordedCall(**common, text=call["blocked"], ran=False, refusal=call["blocked"])
+        return settle_by_details(RecordedCall(**common, text=call["blocked"], ran=False, refusal=call["blocked"]))
     result = call["result"]
     reader.check(result, f"{where}.result", {"content": list, "details": dict, "isError": bool}, ("content",))
     texts = []
@@ -197,11 +205,11 @@ def _tail_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCal
         texts.append(block["text"])
     text, details = "".join(texts), result.get("details")
     blocked = details is not None and details.get("status") == "blocked"
-    return RecordedCall(
+    return settle_by_details(RecordedCall(
         **common, text=text, agent_is_error=result.get("isError"), agent_details=details, ran=not blocked,
         refusal=text if blocked else None,
         output=details.get("aggregated") if details and isinstance(details.get("aggregated"), str) else None,
-    )
+    ))
 
 
 def _replay_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedCall:
@@ -215,7 +223,7 @@ def _replay_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedC
     if call.get("stopped"):
         if "result" in call:
             reader.fail(f"{where}.result", "a call marked stopped never ran, so it cannot hold a result")
-        return RecordedCall(**common, ran=False, refused_by_budget_stop=True)
+        return settle_by_details(RecordedCall(**common, ran=False, refused_by_budget_stop=True))
     if "result" not in call:
         reader.fail(f"{where}.result", "missing (only a call marked stopped has none)")
     result = call["result"]
@@ -230,7 +238,7 @@ def _replay_call(call: dict[str, Any], where: str, reader: _Reader) -> RecordedC
         common["agent_is_error"] = result.get("isError")
     blocked = not call.get("envelope") and details is not None and details.get("status") == "blocked"
     refusal = (call.get("text") or str(details.get("reason", ""))) if blocked and details is not None else None
-    return RecordedCall(**common, agent_details=details, ran=not blocked, refusal=refusal)
+    return settle_by_details(RecordedCall(**common, agent_details=details, ran=not blocked, refusal=refusal))
 
 
 _READERS: dict[str, Callable[[dict[str, Any], str, _Reader], RecordedCall]] = {
@@ -285,14 +293,48 @@ def _single(data: dict[str, Any], raw: bytes, src: Path, sha: str, reader: _Read
     facts = {"session_id": session_id, "session_file_sha256": data.get("sessionFileSha256") or session.get("sha256"),
              "execution_host": data.get("executionHost"), "recorded_grade": grade, "evidence": data.get("evidence"),
              "source_notes": notes}
-    return RecordedRun(
+    run = RecordedRun(
         format=FORMAT, file=str(src), sha256=sha, label=label,
         prompt=data.get("submittedUserText", data.get("prompt", "")),
         calls=calls, limits=_COMMON_LIMITS + _LIMITS[shape], agent=AGENT, run_id=data.get("runId", ""),
-        final_text=final.get("text"), final_stop_reason=final.get("stopReason", data.get("finalStopReason")),
-        final_error=final.get("errorMessage"), delivered=text, delivered_status=status,  # type: ignore[arg-type]
+        final_text=final.get("text"), delivered=text,
         facts={k: v for k, v in facts.items() if v not in (None, [])}, raw=raw,
     )
+    return _ending(run, final.get("stopReason", data.get("finalStopReason")), final.get("errorMessage"),
+                   status)  # type: ignore[arg-type]
+
+
+def _ending(run: RecordedRun, stop_reason: str | None, error: str | None, outcome: ReceiptStatus | None
+            ) -> RecordedRun:
+    """What the recording says of the run beside its calls: the guard's refusals and stop (``pixel_guard``), the
+    final reply (the only model round recorded, after the last call), a final reply cut at the output limit,
+    the owner receipt (when the product ``outcome`` is recorded) and how the run ended."""
+    tests = [verdict_of(call) for call in run.calls]
+    plan = plan_guard(run.calls, tests)
+    for index, call in enumerate(run.calls):
+        call.guard, call.guard_after = plan.before.get(index, []), plan.after.get(index, [])
+    last_round = max((call.round for call in run.calls), default=0)
+    if run.final_text is not None:
+        run.rounds.append(RecordedRound(number=last_round, after_calls=len(run.calls), text=run.final_text,
+                                        finish_reason=stop_reason))
+    stop = plan.stop
+    if stop is None and stop_reason == "length":
+        # The final reply was cut at the output limit (stopReason length): that ended the run. A guard stop
+        # recorded earlier stays the run's one stop.
+        stop = run.end_stop = output_limit_stop(last_round)
+    if run.delivered is not None and outcome is not None:
+        latest = next((t for t in reversed(tests) if t is not None), None)
+        run.receipt = OwnerReceipt(status=outcome, text=run.delivered, source=receipt_source(run), test=latest)
+    if stop is not None:
+        run.outcome, run.reason = "stopped", stop.reason
+    elif stop_reason == "aborted":
+        run.outcome = "interrupted"
+    elif run.final_text is not None or stop_reason is not None:
+        run.outcome = "completed"
+    run.message = error or (f"the last model call ended: {stop_reason}"
+                            if stop_reason and run.outcome not in (None, "completed") else None)
+    run.usage = Usage()  # not recorded: run_end says 0 (the limits say so)
+    return run
 
 
 def _sessions(data: dict[str, Any], src: Path, sha: str, reader: _Reader) -> list[RecordedRun]:
@@ -309,12 +351,12 @@ def _sessions(data: dict[str, Any], src: Path, sha: str, reader: _Reader) -> lis
         facts = {"session_id": session.get("sessionId"), "session_key": session.get("sessionKey"),
                  "round": session.get("round"), "main": session.get("main"), "evidence": data.get("evidence")}
         recording = {"evidence": data.get("evidence"), "session": session}
-        runs.append(RecordedRun(
+        runs.append(_ending(RecordedRun(
             format=FORMAT, file=str(src), sha256=sha, label=label, prompt=session.get("prompt", ""), calls=calls,
             limits=_COMMON_LIMITS + _LIMITS["replay"], agent=AGENT, run_id=session.get("runId", ""),
             host=session.get("host", ""), facts={k: v for k, v in facts.items() if v is not None},
             raw=json.dumps(recording, ensure_ascii=False, indent=1).encode("utf-8"),
-        ))
+        ), None, None, None))
     return runs
 
 
@@ -335,6 +377,4 @@ def import_to_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str
     """Read ``src`` and write one attempt-like folder per run under ``out_dir`` (``out_dir/<run>/``).
 
     The whole file is read and checked before anything is written."""
-    runs = read_runs(src)
-    events = [to_events(run, plan_guard, receipt_source) for run in runs]
-    return [write_run_folder(run, run_events, Path(out_dir) / run.label) for run, run_events in zip(runs, events)]
+    return write_runs(read_runs(src), out_dir)

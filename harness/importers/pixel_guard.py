@@ -15,14 +15,15 @@ under). Its reason is taken only when that replay stops at the recorded call; ot
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from harness.guard.budget import DEFAULT_POLICY, RunProgressBudget, Stop
 from harness.guard.delete import RECURSIVE_DELETE_REFUSAL, find_recursive_delete
 from harness.guard.verdict import TestVerdict, delivery_verdict
-from harness.importers.recorded import GuardPlan, ReceiptSource, RecordedCall, RecordedRun
+from harness.importers.recorded import ReceiptSource, RecordedCall, RecordedRun
 from harness.transcript import GuardDecision, StopEvent
 
-__all__ = ["BUDGET_STOP", "CODING_STOP", "REFUSALS", "classify", "plan_guard", "receipt_source"]
+__all__ = ["BUDGET_STOP", "CODING_STOP", "REFUSALS", "GuardPlan", "classify", "plan_guard", "receipt_source"]
 
 BUDGET_STOP = "This response was stopped after repeated tool failures or attempts without progress."
 CODING_STOP = "Pixel stopped a no-progress coding repair loop after its bounded failed-verification limit."
@@ -43,6 +44,15 @@ REFUSALS: tuple[tuple[str, str, str], ...] = (
     ("Pixel cannot publish this website yet", "tool_policy", "preview_before_site_files"),
     ("Pixel blocked this fetch because web_fetch is restricted", "tool_policy", "private_network_fetch"),
 )
+
+
+@dataclass
+class GuardPlan:
+    """The guard events of a run, by call index: before the call's result, and after it; and the run's stop."""
+
+    before: dict[int, list[GuardDecision | StopEvent]] = field(default_factory=dict)
+    after: dict[int, list[GuardDecision | StopEvent]] = field(default_factory=dict)
+    stop: StopEvent | None = None
 
 
 def classify(text: str | None) -> tuple[str, str]:
@@ -128,20 +138,20 @@ def plan_guard(calls: Sequence[RecordedCall], tests: Sequence[TestVerdict | None
         first = rule not in seen
         seen.add(rule)
         if rule == "recursive_delete":
-            fragment = find_recursive_delete(call.command() or "")
+            fragment = find_recursive_delete(call.command or "")
             add(plan.before, index, GuardDecision(
                 round=call.round, rule="recursive_delete", decision="refuse", call_id=call.call_id,
                 reason="recursive_delete" if first else "latch", text=call.refusal,
                 data=data(call, **({"fragment": fragment} if first and fragment else {}))))
             if first:
                 add(plan.before, index, StopEvent(round=call.round, rule="recursive_delete", reason="recursive_delete",
-                                                  text=f"refused recursive delete: {fragment or call.command()}",
+                                                  text=f"refused recursive delete: {fragment or call.command}",
                                                   call_id=call.call_id))
         elif rule == "coding_loop" and reason == "failed_verification_limit":
             # Pixel counts a run where no test ran and the runner exited non-zero as a failed verification
             # (seed 002, unittest's exit 5): delivery_verdict keeps that count.
             failed = sum(1 for call_before, test in zip(calls[:index], tests[:index])
-                         if test is not None and delivery_verdict(test, call_before.exit_code()) == "failed")
+                         if test is not None and delivery_verdict(test, call_before.exit_code) == "failed")
             add(plan.before, index, GuardDecision(
                 round=call.round, rule="coding_loop", decision="stop" if first else "refuse", call_id=call.call_id,
                 reason=reason if first else "after_stop", text=call.refusal, data=data(call, failed_test_runs=failed)))

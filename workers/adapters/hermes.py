@@ -117,10 +117,10 @@ class HermesAdapter(AgentAdapter):
         return read_attempt(collected, DB, collected.get(FINAL), collected.get(USAGE))
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        from harness.importers.chat_session import session_events, transcript_bytes
+        from harness.importers.events import to_events, transcript_bytes
 
         session = self._session(collected)
-        return None if session is None else transcript_bytes(session_events(session))
+        return None if session is None else transcript_bytes(to_events(session))
 
     def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
         """What ``hermes -z`` printed: the model's final reply and nothing else."""

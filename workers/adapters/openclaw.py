@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.catalog import Item
 from harness.errors import TranscriptImportError
 from harness.inventory import Host
-from harness.transcript import Event, RunEnd, TranscriptWriter
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.registry import registered
+
+if TYPE_CHECKING:
+    from harness.importers.recorded import RecordedRun
 
 __all__ = ["OpenClawAdapter", "PROVIDER", "STATE_DIR", "HOME_DIR", "CONFIG_FILE"]
 
@@ -108,8 +111,8 @@ class OpenClawAdapter(AgentAdapter):
         database with its ``-wal``); the state's shared control plane (``state/``, caches, locks) is left."""
         return [CONFIG_FILE, f"{STATE_DIR}/agents/"]
 
-    def _events(self, collected: dict[str, bytes]) -> list[Event] | None:
-        """The run's events from the collected state directory; None when OpenClaw left no session store."""
+    def _run(self, collected: dict[str, bytes]) -> RecordedRun | None:
+        """The run from the collected state directory; None when OpenClaw left no session store."""
         from harness.importers.openclaw_sqlite import DATABASE_NAME, read_database
 
         names = sorted(n for n in collected if n.startswith(f"{STATE_DIR}/") and n.endswith(f"/{DATABASE_NAME}"))
@@ -127,31 +130,25 @@ class OpenClawAdapter(AgentAdapter):
             runs = read_database(db, name)
         if len(runs) != 1:
             raise TranscriptImportError(name, "transcript_events", f"{len(runs)} sessions "
-                                        f"({', '.join(run.label for run, _ in runs)}); one OpenClaw turn writes one")
-        return runs[0][1]
+                                        f"({', '.join(run.label for run in runs)}); one OpenClaw turn writes one")
+        return runs[0]
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        events = self._events(collected)
-        if events is None:
-            return None
-        with tempfile.TemporaryDirectory(prefix="fleet-openclaw-") as tmp:
-            path = Path(tmp) / "transcript.jsonl"
-            with TranscriptWriter(path) as writer:
-                for event in events:
-                    writer.append(event)
-            return path.read_bytes()
+        from harness.importers.events import to_events, transcript_bytes
+
+        run = self._run(collected)
+        return None if run is None else transcript_bytes(to_events(run))
 
     def infrastructure_failure(self, exit_code: int | None, files: dict[str, bytes]) -> str | None:
         """The session's own account of an endpoint failure (its last assistant message stopped on an HTTP
         error or a failed connection)."""
         try:
-            events = self._events(files)
+            run = self._run(files)
         except TranscriptImportError:
             return None  # the transcript error is kept with the attempt; the grade says it has no transcript
-        end = next((e for e in reversed(events or []) if isinstance(e, RunEnd)), None)
-        if end is None or end.outcome != "infrastructure":
+        if run is None or run.outcome != "infrastructure":
             return None
-        return f"the model endpoint failed: {end.reason}: {end.message}"
+        return f"the model endpoint failed: {run.reason}: {run.message}"
 
     def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
         """The envelope's ``final`` text (its non-error payloads when ``final`` is empty); nothing when stdout

@@ -108,10 +108,10 @@ class OpenCodeAdapter(AgentAdapter):
         return session
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        from harness.importers.chat_session import session_events, transcript_bytes
+        from harness.importers.events import to_events, transcript_bytes
 
         session = self._session(collected)
-        return None if session is None else transcript_bytes(session_events(session))
+        return None if session is None else transcript_bytes(to_events(session))
 
     def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
         """The model's last reply as ``opencode run`` printed it (the text of its last step with text)."""
