@@ -16,7 +16,8 @@ import pytest
 from harness.catalog import load_open_item
 from harness.errors import AgentUnsuited, TranscriptImportError
 from harness.importers import grade_folder, import_to_folder
-from harness.importers.chat_session import ChatSession, session_events
+from harness.importers.events import to_events
+from harness.importers.recorded import RecordedRun
 from harness.importers.hermes import endpoint_failure, read_attempt, read_sessions
 from harness.inventory import AgentConfig, Host
 from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
@@ -36,14 +37,14 @@ def _db(tmp_path: Path, name: str) -> Path:
     return path
 
 
-def _one(path: Path) -> ChatSession:
+def _one(path: Path) -> RecordedRun:
     (session,) = read_sessions(path)
     return session
 
 
-def _calls(session: ChatSession) -> list[tuple]:
+def _calls(session: RecordedRun) -> list[tuple]:
     return [(e.call_id, e.name, e.is_error, e.details.status, e.details.exit_code, e.agent_is_error,
-             e.details.test.verdict if e.details.test else None) for e in session_events(session)
+             e.details.test.verdict if e.details.test else None) for e in to_events(session)
             if isinstance(e, ToolResult)]
 
 
@@ -54,7 +55,7 @@ def _adapter() -> HermesAdapter:
 def test_the_photo_renamer_from_the_session_store(tmp_path):
     session = _one(_db(tmp_path, "photo-renamer"))
     assert (session.prompt, session.model) == (PROMPT, "scripted-model")
-    events = session_events(session)
+    events = to_events(session)
     start = events[0]
     assert isinstance(start, RunStart) and start.imported.format == "hermes" and start.imported.run == session.label
     assert start.system_prompt.startswith("You are Hermes Agent") and start.base_url.startswith("http://127.0.0.1:")
@@ -88,7 +89,7 @@ def test_the_export_says_the_same_as_the_store(tmp_path):
 
 def test_a_command_that_exited_non_zero_is_failed_whatever_hermes_said(tmp_path):
     session = _one(DATA / "mixed.export.jsonl")
-    results = {e.call_id: e for e in session_events(session) if isinstance(e, ToolResult)}
+    results = {e.call_id: e for e in to_events(session) if isinstance(e, ToolResult)}
     exited = results["call_2_1"]
     assert (exited.name, exited.details.exit_code, exited.details.status, exited.is_error) == ("terminal", 3, "failed", True)
     assert exited.agent_is_error is False and exited.agent_details == {"exit_code": 3, "error": None}
@@ -105,7 +106,7 @@ def test_a_command_that_exited_non_zero_is_failed_whatever_hermes_said(tmp_path)
 
 def test_the_words_only_answer():
     session = _one(DATA / "explain-only.export.jsonl")
-    events = session_events(session)
+    events = to_events(session)
     assert not [e for e in events if isinstance(e, ToolCall)]
     (reply,) = [e for e in events if isinstance(e, ModelResponse)]
     assert reply.text + "\n" == (DATA / "explain-only.final.txt").read_text()
@@ -116,7 +117,7 @@ def test_the_endpoint_down_run_is_the_fleets_failure(tmp_path):
     alone = _one(db)
     # The store keeps only the prompt: how the run ended is not in it.
     assert (alone.outcome, alone.rounds, alone.prompt) == (None, [], alone.prompt)
-    assert not [e for e in session_events(alone) if isinstance(e, RunEnd)]
+    assert not [e for e in to_events(alone) if isinstance(e, RunEnd)]
     final, usage = (DATA / "endpoint-down.final.txt").read_bytes(), (DATA / "endpoint-down.usage.json").read_bytes()
     assert final == b"API call failed after 3 retries: Connection error.\n"
     session = read_attempt({DB: db.read_bytes()}, DB, final, usage)
@@ -266,10 +267,10 @@ def test_a_corrupt_session_store(tmp_path):
 
 
 def test_a_tool_result_with_hermes_loop_warning_after_its_json_is_still_read():
-    from harness.importers.chat_session import SessionCall
+    from harness.importers.recorded import RecordedCall
     from harness.importers.hermes import _result
 
-    call = SessionCall(call_id="c1", name="terminal", arguments={"command": "cat access.log"}, arguments_text="{}",
+    call = RecordedCall(call_id="c1", name="terminal", arguments={"command": "cat access.log"}, arguments_text="{}",
                        arguments_error=None, shell=True, finished=False)
     _result(call, '{"output": "cat: access.log: No such file or directory", "exit_code": 1, "error": null}'
             "\n\n[Tool loop warning: the same command failed 3 times]", "/w")
@@ -303,9 +304,9 @@ def test_a_final_text_reply_cut_at_the_output_limit_is_the_runs_stop(tmp_path):
     assert real.count('"finish_reason": "stop"') == 1
     cut = tmp_path / "cut.export.jsonl"
     cut.write_text(real.replace('"finish_reason": "stop"', '"finish_reason": "length"'))
-    events = session_events(_one(cut))
+    events = to_events(_one(cut))
     assert _stop_of(events) == ("output_limit", "output_limit", "stopped", "output_limit")
-    assert [e for e in session_events(_one(DATA / "explain-only.export.jsonl")) if e.event == "stop"] == []
+    assert [e for e in to_events(_one(DATA / "explain-only.export.jsonl")) if e.event == "stop"] == []
 
 
 def test_the_adapter_records_a_cut_final_reply_as_the_runs_stop(tmp_path):

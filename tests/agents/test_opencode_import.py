@@ -15,7 +15,8 @@ import pytest
 
 from harness.errors import TranscriptImportError
 from harness.importers import grade_folder, import_to_folder
-from harness.importers.chat_session import ChatSession, session_events
+from harness.importers.events import to_events
+from harness.importers.recorded import RecordedRun
 from harness.importers.opencode import final_text_of_stream, read_sessions
 from harness.transcript import GuardDecision, ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
 from harness.inventory import AgentConfig
@@ -33,14 +34,14 @@ def _db(tmp_path: Path, name: str) -> Path:
     return path
 
 
-def _one(path: Path) -> ChatSession:
+def _one(path: Path) -> RecordedRun:
     (session,) = read_sessions(path)
     return session
 
 
-def _calls(session: ChatSession) -> list[tuple]:
+def _calls(session: RecordedRun) -> list[tuple]:
     """What the store, the export and the stream all say about each call."""
-    events = session_events(session)
+    events = to_events(session)
     return [(e.call_id, e.name, e.is_error, e.details.status, e.details.exit_code, e.agent_is_error,
              e.details.test.verdict if e.details.test else None) for e in events if isinstance(e, ToolResult)]
 
@@ -48,7 +49,7 @@ def _calls(session: ChatSession) -> list[tuple]:
 def test_the_photo_renamer_from_the_session_store(tmp_path):
     session = _one(_db(tmp_path, "photo-renamer"))
     assert (session.prompt, session.model, session.agent_version) == (PROMPT, "scripted-model", "1.18.33")
-    events = session_events(session)
+    events = to_events(session)
     start = events[0]
     assert isinstance(start, RunStart) and start.imported.format == "opencode" and start.imported.run == session.label
     assert start.workspace.endswith("/workspace")
@@ -86,7 +87,7 @@ def test_the_export_and_the_event_stream_say_the_same_as_the_store(tmp_path):
 
 def test_a_command_that_exited_non_zero_is_failed_whatever_opencode_flagged(tmp_path):
     session = _one(_db(tmp_path, "mixed"))
-    events = session_events(session)
+    events = to_events(session)
     results = {e.call_id: e for e in events if isinstance(e, ToolResult)}
     calls = {e.call_id: e for e in events if isinstance(e, ToolCall)}
     exited = results["call_2_1"]
@@ -118,7 +119,7 @@ def test_a_command_that_exited_non_zero_is_failed_whatever_opencode_flagged(tmp_
 
 def test_the_words_only_answer(tmp_path):
     session = _one(_db(tmp_path, "explain-only"))
-    events = session_events(session)
+    events = to_events(session)
     assert not [e for e in events if isinstance(e, ToolCall)]
     (reply,) = [e for e in events if isinstance(e, ModelResponse)]
     assert reply.finish_reason == "stop" and reply.text == session.final_text
@@ -238,8 +239,8 @@ def test_a_final_answer_cut_at_the_output_limit_is_a_stop_not_a_completed_run(tm
     assert real.count('"reason":"stop"') == 1
     cut = tmp_path / "cut.jsonl"
     cut.write_text(real.replace('"reason":"stop"', '"reason":"length"'))
-    events = session_events(_one(cut))
+    events = to_events(_one(cut))
     (stop,) = [e for e in events if e.event == "stop"]
     assert (stop.rule, stop.reason) == ("output_limit", "output_limit")
     assert (events[-1].outcome, events[-1].reason) == ("stopped", "output_limit")
-    assert [e for e in session_events(_one(DATA / "explain-only.jsonl")) if e.event == "stop"] == []
+    assert [e for e in to_events(_one(DATA / "explain-only.jsonl")) if e.event == "stop"] == []

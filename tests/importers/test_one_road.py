@@ -102,11 +102,3 @@ def test_a_result_recorded_after_the_model_moved_on_keeps_its_place(tmp_path: Pa
     assert order[:5] == [("model_response", 2, None), ("tool_call", 2, "call_2_1"), ("model_response", 3, None),
                          ("tool_call", 2, "call_2_1"), ("tool_result", 2, "call_2_1")]
     assert json.loads((folder / "meta.json").read_text())["calls"] == 9
-
-
-@pytest.mark.parametrize("name", ["ChatSession", "SessionCall", "SessionRound", "session_events"])
-def test_the_former_chat_session_names_are_the_one_model(name: str) -> None:
-    from harness.importers import chat_session, events, recorded
-
-    assert getattr(chat_session, name) in (recorded.RecordedRun, recorded.RecordedCall, recorded.RecordedRound,
-                                           events.to_events)
