@@ -14,9 +14,8 @@ import threading
 from celery import Task
 from celery.signals import worker_process_init
 
-from harness.errors import InfrastructureError, UsageError
 from harness.inventory import Host
-from harness.records import AttemptRequest, AttemptResult, utc_now
+from harness.records import AttemptRequest
 from harness.settings import Settings
 from workers.adapters import adapter_for
 from workers.app import TASK_RUN_ATTEMPT, app, current_settings
@@ -77,32 +76,19 @@ def _fresh_process(**_: object) -> None:
     signal.signal(signal.SIGTERM, _term)
 
 
-def _failure(req: AttemptRequest, reason: str, error: str, worker: str) -> AttemptResult:
-    now = utc_now()
-    return AttemptResult(
-        sweep_id=req.sweep_id, cell_id=req.cell.id, attempt=req.attempt, status="harness_failure",
-        reason=reason, error=error, host=req.host.name, agent=req.cell.agent, item=req.item.id,
-        harness_commit=req.harness_commit, worker=worker, values=req.cell.values, seed=req.cell.seed,
-        started_at=now, ended_at=now,
-    )
-
-
 @app.task(name=TASK_RUN_ATTEMPT, bind=True, acks_late=True)
 def run_attempt_task(self: Task, request: dict) -> dict:
+    # An agent kind this worker does not know fails here, in validation (harness.agents declares the kinds an
+    # AgentConfig admits, and every declared kind has an adapter), so adapter_for() below cannot miss.
     req = AttemptRequest.model_validate(request)
     settings = current_settings()
     worker = self.request.hostname or ""
     lease = slots_backend(settings).acquire(req.host.name, req.host.slots)
     try:
-        try:
-            adapter = adapter_for(req.cell.agent, req.agent)
-        except UsageError as exc:
-            return _failure(req, "agent_unavailable", str(exc), worker).model_dump(mode="json")
+        adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
-        try:
-            result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker)
-        except InfrastructureError as exc:  # run_attempt records these itself; belt and braces
-            result = _failure(req, exc.reason, str(exc), worker)
+        # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
+        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker)
         return result.model_dump(mode="json")
     finally:
         if lease is not None:

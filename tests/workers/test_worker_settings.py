@@ -92,6 +92,22 @@ def test_the_task_runs_with_the_configured_start_timeout_whatever_the_environmen
     assert out["status"] == "finished" and seen["timing"].start_timeout_s == 7.0
 
 
+def test_a_request_naming_an_unknown_agent_kind_is_refused_before_any_adapter_is_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why the task has no `agent_unavailable` branch around adapter_for: an old or foreign request with a kind
+    this harness does not declare fails validating the request, before a slot is taken or an adapter is sought."""
+    looked_up = []
+    monkeypatch.setattr(workers.tasks, "adapter_for", lambda *a: looked_up.append(a))
+    monkeypatch.setattr(workers.tasks, "slots_backend", lambda s: looked_up.append("slot"))
+    workers.app.configure(Settings.resolve({"runs": tmp_path / "runs"}, {}))
+    request = _request(tmp_path)
+    request["agent"]["kind"] = "aider"
+    with pytest.raises(ValueError, match="unknown kind 'aider'"):
+        workers.tasks.run_attempt_task(request)
+    assert looked_up == []
+
+
 def test_fleet_worker_logs_its_settings_once_on_one_line_redacted() -> None:
     code = (
         "import json, sys\n"
