@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from harness.coordinator import Coordinator
     from harness.records import Cell, SweepRecord
     from harness.settings import Settings
+    from harness.store import Store
 
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -36,7 +37,8 @@ def _resolve(**options: object) -> "Settings":
     return Settings.resolve(options, os.environ)
 
 
-def _store(runs: str | None):  # type: ignore[no-untyped-def]
+def _store(runs: str | None) -> "Store":
+    """The results directory's store, for the commands that only read or regrade it."""
     from harness.store import Store
 
     return Store(_resolve(runs=runs).runs)
