@@ -6,12 +6,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from rich.console import Console
 
 from harness.errors import FleetError, SweepInterrupted, UsageError
+
+if TYPE_CHECKING:
+    from harness.coordinator import Coordinator
+    from harness.records import Cell, SweepRecord
+    from harness.settings import Settings
+    from harness.store import Store
 
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -24,27 +30,18 @@ def _csv(value: str | None) -> list[str] | None:
     return parts or None
 
 
-def _runs_dir(runs: str | None) -> Path:
-    return Path(runs or os.environ.get("FLEET_RUNS", "runs"))
+def _resolve(**options: object) -> "Settings":
+    """The settings of this command: defaults < FLEET_* variables < the flags given (harness/settings.py)."""
+    from harness.settings import Settings
+
+    return Settings.resolve(options, os.environ)
 
 
-def _settings(runs: Path, broker: str | None):  # type: ignore[no-untyped-def]
-    from workers.app import Settings
+def _store(runs: str | None) -> "Store":
+    """The results directory's store, for the commands that only read or regrade it."""
+    from harness.store import Store
 
-    return Settings.resolve(runs, broker)
-
-
-def _retry(max_attempts: int):  # type: ignore[no-untyped-def]
-    from harness.dispatch import RetryPolicy
-
-    backoff = os.environ.get("FLEET_RETRY_BACKOFF")
-    if backoff:
-        try:
-            delays = tuple(float(x) for x in backoff.split(","))
-        except ValueError:
-            raise UsageError(f"FLEET_RETRY_BACKOFF={backoff!r}: expected seconds separated by commas") from None
-        return RetryPolicy(max_attempts=max_attempts, backoff_s=delays)
-    return RetryPolicy(max_attempts=max_attempts)
+    return Store(_resolve(runs=runs).runs)
 
 
 common_runs = click.option("--runs", "runs", default=None, help="Results directory (default: $FLEET_RUNS or ./runs).")
@@ -54,6 +51,15 @@ common_broker = click.option(
 common_inventory = click.option(
     "--inventory", "-i", default=None, help="Inventory TOML (default: the embedded inventory/local.toml)."
 )
+common_log_file = click.option(
+    "--log-file", "log_file", default=None, help="Append the log to this file (default: $FLEET_LOG_FILE)."
+)
+common_verbose = click.option("--verbose", "-v", is_flag=True, help="Log to stderr (the resolved settings first).")
+
+
+def _max_attempts(help_text: str):  # type: ignore[no-untyped-def]
+    # No click default: an absent flag leaves the setting's own default (harness/settings.py) in force.
+    return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,24 +68,62 @@ def cli() -> None:
     """Fleet qualification harness: sweep prompts and rounds over your GPU hosts and grade what comes back."""
 
 
-def _run_with_progress(coordinator_call, as_json: bool):  # type: ignore[no-untyped-def]
-    """Run a coordinator verb with live progress; returns the sweep record."""
+def _log_settings(settings: "Settings", verbose: bool) -> None:
+    """Log the resolved settings once, secrets redacted: to stderr with --verbose, to the log file if one is set."""
+    import logging
+
+    log = logging.getLogger("fleet")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    if verbose:
+        log.addHandler(logging.StreamHandler(sys.stderr))
+    if settings.log_file is not None:
+        try:
+            settings.log_file.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(settings.log_file, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{settings.log_file}: cannot open the log file: {exc.strerror or exc}") from None
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        log.addHandler(handler)
+    if log.handlers:
+        # On the embedded default this process is the worker too, so the worker's settings apply here as well.
+        shown = settings.one_line(None if settings.embedded else "coordinator")
+        log.info("fleet %s: %s", click.get_current_context().info_name, shown)
+
+
+def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepRecord"],
+                judged: Callable[["SweepRecord"], list["Cell"]], *, gate: frozenset[str], as_json: bool,
+                verbose: bool) -> None:
+    """What sweep, rerun and resume share: log the settings, run the coordinator's verb with live progress,
+    print the table (or --json), then the exit status over the ``judged`` cells."""
+    from harness.coordinator import Coordinator
+    from harness.dispatch import RetryPolicy
     from harness.progress import SweepProgress
+    from harness.store import Store
 
-    out = Console(stderr=True) if as_json else console
-    prog = SweepProgress(out)
-    started = {"v": False}
+    _log_settings(settings, verbose)
+    store = Store(settings.runs)
+    prog = SweepProgress(Console(stderr=True) if as_json else console)
+    started = False
 
-    def on_start(sweep):  # type: ignore[no-untyped-def]
+    def on_start(sweep: "SweepRecord") -> None:
+        nonlocal started
         if not as_json:
             prog.start(sweep)
-            started["v"] = True
+            started = True
 
+    co = Coordinator(store, settings, retry=RetryPolicy(max_attempts=settings.max_attempts, backoff_s=settings.retry_backoff_s),
+                     on_event=prog if not as_json else (lambda e: None), on_start=on_start, on_warning=_warn)
     try:
-        return coordinator_call(on_start, prog if not as_json else (lambda e: None))
+        result = verb(co)
     finally:
-        if started["v"]:
+        if started:
             prog.stop()
+    _finish(result, store, as_json)
+    _gate(result, judged(result), gate)
 
 
 def _warn(text: str) -> None:
@@ -161,38 +205,32 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
 @click.option("--repeat", default=1, show_default=True, help="Repetitions of every cell.")
 @click.option("--label", default="", help="Label in the sweep id, e.g. main-d4a61f33.")
 @click.option("--prompts", default=None, help="Prompts directory (default: the bundled prompts/).")
-@click.option("--max-attempts", default=3, show_default=True, help="Attempts per cell when the harness fails.")
+@_max_attempts("Attempts per cell when the harness fails.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @common_runs
 @common_broker
-def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+@common_verbose
+@common_log_file
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker,  # type: ignore[no-untyped-def]
+          verbose, log_file) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
     HARNESS_FAILURE; 4 when --fail-on matched; 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP)."""
     from harness.catalog import load_catalog
-    from harness.coordinator import Coordinator
     from harness.inventory import load_inventory
-    from harness.store import Store
 
     gate = _fail_on(fail_on)
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
-    store = Store(_runs_dir(runs))
-    settings = _settings(store.root, broker)
-
-    def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
-        return co.sweep(
-            inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
-            repeat=repeat, label=label,
-        )
-
-    result = _run_with_progress(call, as_json)
-    _finish(result, store, as_json)
-    _gate(result, result.cells, gate)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    _coordinate(
+        settings,
+        lambda co: co.sweep(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
+                            repeat=repeat, label=label),
+        lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
 
 
 @cli.command()
@@ -203,40 +241,32 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @click.option("--rep", type=int, default=None, help="Which repetition, when the sweep has several.")
 @click.option("--inventory", "-i", default=None,
               help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
-@click.option("--max-attempts", default=3, show_default=True, help="Attempts for this cell when the harness fails.")
+@_max_attempts("Attempts for this cell when the harness fails.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
 @common_broker
-def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+@common_verbose
+@common_log_file
+def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker, verbose, log_file) -> None:  # type: ignore[no-untyped-def]
     """Add a new attempt of one cell of a sweep (earlier attempts are kept), with the sweep's recorded inventory.
 
     Exit status as for `fleet sweep`, over this cell."""
-    from harness.coordinator import Coordinator
     from harness.store import Store
 
     gate = _fail_on(fail_on)
-    store = Store(_runs_dir(runs))
-    rec = store.load_sweep(sweep_id)
-    inv = _inventory_for(rec, inventory)
-    settings = _settings(store.root, broker)
-
-    def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
-        return co.rerun(sweep_id, inv, host, item, agent, rep)
-
-    result = _run_with_progress(call, as_json)
-    _finish(result, store, as_json)
-    _gate(result, [result.one_cell(host, item, agent, rep)], gate)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
+    _coordinate(settings, lambda co: co.rerun(sweep_id, inv, host, item, agent, rep),
+                lambda result: [result.one_cell(host, item, agent, rep)], gate=gate, as_json=as_json, verbose=verbose)
 
 
 @cli.command()
 @click.argument("sweep_id")
 @click.option("--inventory", "-i", default=None,
               help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
-@click.option("--max-attempts", default=3, show_default=True,
-              help="Attempts per cell on harness failures, counting those the cell already used.")
+@_max_attempts("Attempts per cell on harness failures, counting those the cell already used.")
 @click.option("--retry-exhausted", is_flag=True,
               help="Also run cells that used all their attempts, with a fresh budget of --max-attempts.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
@@ -244,28 +274,21 @@ def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
 @common_broker
-def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker) -> None:  # type: ignore[no-untyped-def]
+@common_verbose
+@common_log_file
+def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file) -> None:  # type: ignore[no-untyped-def]
     """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
 
     Exit status as for `fleet sweep`, over every cell of the sweep."""
-    from harness.coordinator import Coordinator
     from harness.store import Store
 
     gate = _fail_on(fail_on)
-    store = Store(_runs_dir(runs))
-    rec = store.load_sweep(sweep_id)
-    inv = _inventory_for(rec, inventory)
-    settings = _settings(store.root, broker)
-
-    def call(on_start, on_event):  # type: ignore[no-untyped-def]
-        co = Coordinator(store, settings, retry=_retry(max_attempts), on_event=on_event, on_start=on_start, on_warning=_warn)
-        return co.resume(sweep_id, inv, retry_exhausted=retry_exhausted)
-
-    result = _run_with_progress(call, as_json)
-    _finish(result, store, as_json)
-    _gate(result, result.cells, gate)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
+    _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
+                lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
 
 
 def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
@@ -280,9 +303,7 @@ def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
 @common_runs
 def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
     """A sweep's state and table (the latest sweep if no id is given)."""
-    from harness.store import Store
-
-    store = Store(_runs_dir(runs))
+    store = _store(runs)
     sweep_id = sweep_id or store.latest_sweep()
     _finish(store.load_sweep(sweep_id), store, as_json)
 
@@ -299,9 +320,7 @@ def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
 def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # type: ignore[no-untyped-def]
     """One cell: its attempts, the chosen attempt's meta, artifacts and answer."""
     from harness.outcome import label
-    from harness.store import Store
-
-    store = Store(_runs_dir(runs))
+    store = _store(runs)
     rec = store.load_sweep(sweep_id)
     cell = rec.one_cell(host, item, agent, rep)
     runs_ = rec.attempts.get(cell.id) or []
@@ -345,10 +364,10 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
 def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:  # type: ignore[no-untyped-def]
     """Start a Celery worker consuming the named hosts' queues (needs a Redis broker)."""
     from harness.inventory import load_inventory
-    from workers.app import Settings, configure, queue_for, redact
+    from workers.app import configure, queue_for
 
-    settings = Settings.resolve(".", broker) if (broker or os.environ.get("FLEET_BROKER_URL")) else None
-    if settings is None:
+    settings = _resolve(broker_url=broker)
+    if settings.embedded:
         raise UsageError("fleet worker needs a broker: set FLEET_BROKER_URL or --broker redis://...")
     names = _csv(hosts)
     if inventory or not names:
@@ -358,13 +377,41 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:  # ty
         total = sum(h.slots for h in chosen)
     else:
         total = len(names)
+    # The worker's own settings reach its tasks through this call (pool processes fork after it), not the environment.
     app = configure(settings)
     queues = ",".join(queue_for(n, settings.namespace) for n in names)
-    err_console.print(f"fleet worker: broker {redact(settings.broker_url)}, queues {queues}", markup=False)
+    err_console.print(f"fleet worker: queues {queues}; {settings.one_line('worker')}", markup=False, soft_wrap=True)
     app.worker_main(
         ["worker", f"--queues={queues}", f"--concurrency={concurrency or max(1, total)}", f"--loglevel={loglevel}",
          "--without-gossip", "--without-mingle", "--pool=prefork", f"--hostname={name}@%h"]
     )
+
+
+@cli.command("settings")
+@common_runs
+@common_broker
+@_max_attempts("Attempts per cell when the harness fails.")
+@common_log_file
+@click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
+def settings_(runs, broker, max_attempts, log_file, as_json) -> None:  # type: ignore[no-untyped-def]
+    """Print every setting as this command line and environment resolve it, and where each value came from
+    (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
+    from harness.settings import setting_specs
+
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    if as_json:
+        rows = [{"name": s.name, "value": settings.shown(s.name), "from": settings.origin(s.name), "env": s.env,
+                 "flag": s.flag} for s in setting_specs()]
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    rows = [("setting", "value", "from"), *((n, v or "-", o) for n, v, o in settings.rows())]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for name, value, origin in rows:
+        console.print(f"{name:<{widths[0]}}  {value:<{widths[1]}}  {origin}", markup=False, soft_wrap=True)
+    queue = (f"embedded (SQLite under {settings.queue_dir}, a worker inside fleet)" if settings.embedded
+             else settings.shown("broker_url"))
+    console.print(f"queue: {queue}", markup=False, soft_wrap=True)
 
 
 @cli.group()
@@ -413,9 +460,7 @@ def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-d
 def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyped-def]
     """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl."""
     from harness.dispatch import grade_attempt
-    from harness.store import Store
-
-    store = Store(_runs_dir(runs))
+    store = _store(runs)
     rec = store.load_sweep(sweep_id)
     cells = rec.cells_matching(host, item)
     if not cells:
@@ -438,9 +483,7 @@ def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyp
 def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
     """Write REPORT.md, junit.xml and results.json for a sweep (the latest if no id is given)."""
     from harness.report import write_report
-    from harness.store import Store
-
-    store = Store(_runs_dir(runs))
+    store = _store(runs)
     sweep_id = sweep_id or store.latest_sweep()
     for path in write_report(store, store.load_sweep(sweep_id)):
         console.print(str(path), markup=False)

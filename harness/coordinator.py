@@ -22,8 +22,9 @@ from harness.errors import DispatchError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
 from harness.records import AttemptSummary, Cell, SweepRecord
+from harness.settings import Settings, redact
 from harness.store import Store, SweepWriter
-from workers.app import Settings, configure, queue_for
+from workers.app import configure, queue_for
 
 __all__ = ["Coordinator", "Stopped", "summary_failure", "budget_used", "NOT_COUNTED"]
 
@@ -257,8 +258,6 @@ class Coordinator:
 
 def _check_broker(app, settings: Settings) -> None:  # type: ignore[no-untyped-def]
     """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once."""
-    from workers.app import redact
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=5)

@@ -39,6 +39,7 @@ from harness.inventory import Inventory
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
+from workers.app import TASK_RUN_ATTEMPT
 
 if TYPE_CHECKING:
     from harness.grading import Grade
@@ -178,7 +179,7 @@ class Dispatcher:
             self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
         try:
             ar = self.app.send_task(
-                "fleet.run_attempt",
+                TASK_RUN_ATTEMPT,
                 args=[req.model_dump(mode="json")],
                 task_id=task_id,
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.

@@ -1,74 +1,30 @@
 """The Celery app: one import-light module, JSON only, one routing table.
 
-Two modes, the same code path:
-- distributed: ``FLEET_BROKER_URL=redis://...`` (results in the same Redis unless
-  ``FLEET_RESULT_BACKEND`` says otherwise); workers run anywhere with ``fleet worker``.
-- embedded (nothing configured): kombu's SQLAlchemy transport on SQLite under ``<runs>/.queue/`` and
+Two modes, the same code path (``harness.settings.Settings`` says which):
+- distributed: a broker URL (``--broker`` / ``FLEET_BROKER_URL``, ``redis://...``); workers run anywhere with
+  ``fleet worker``.
+- embedded (no broker given): kombu's SQLAlchemy transport on SQLite under ``<runs>/.queue/`` and
   an in-process worker started by the coordinator. Not ``task_always_eager``: tasks go through a
   real broker, a real consumer and a real result backend.
+
+``configure(settings)`` is the one explicit call that points this process at its queue and gives its tasks
+their settings (slot leases, start timeout); no setting travels through the environment.
 
 Every host has its own queue, ``fleet.<namespace>.host.<name>``; ``route`` is the one routing table.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-
 from celery import Celery
 
-__all__ = ["app", "Settings", "configure", "queue_for", "route", "TASK_RUN_ATTEMPT", "redact"]
+from harness.settings import Settings, redact
+
+__all__ = ["app", "configure", "current_settings", "queue_for", "route", "TASK_RUN_ATTEMPT", "TASKS", "redact"]
 
 TASK_RUN_ATTEMPT = "fleet.run_attempt"
 TASKS = (TASK_RUN_ATTEMPT,)
 
-
-def redact(url: str) -> str:
-    """A URL fit for logs and records: the password replaced."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Where the queue lives. Built from the environment or the CLI, never stored with secrets."""
-
-    broker_url: str
-    backend_url: str
-    namespace: str = ""
-    embedded_dir: str = ""
-    visibility_timeout_s: int = 6 * 3600
-
-    @property
-    def embedded(self) -> bool:
-        return bool(self.embedded_dir)
-
-    @property
-    def mode(self) -> str:
-        return "embedded" if self.embedded else "redis"
-
-    @classmethod
-    def resolve(cls, runs_dir: str | Path, broker_url: str | None = None, namespace: str | None = None) -> "Settings":
-        broker = broker_url or os.environ.get("FLEET_BROKER_URL", "")
-        ns = namespace if namespace is not None else os.environ.get("FLEET_NAMESPACE", "")
-        vt = int(os.environ.get("FLEET_VISIBILITY_TIMEOUT", 6 * 3600))
-        if broker:
-            backend = os.environ.get("FLEET_RESULT_BACKEND", "") or broker
-            return cls(broker_url=broker, backend_url=backend, namespace=ns, visibility_timeout_s=vt)
-        qdir = Path(runs_dir).resolve() / ".queue"
-        qdir.mkdir(parents=True, exist_ok=True)
-        return cls(
-            broker_url=f"sqla+sqlite:///{qdir / 'broker.sqlite'}",
-            backend_url=f"db+sqlite:///{qdir / 'results.sqlite'}",
-            namespace=ns,
-            embedded_dir=str(qdir),
-            visibility_timeout_s=vt,
-        )
+_settings: Settings | None = None
 
 
 def queue_for(host: str, namespace: str = "") -> str:
@@ -110,31 +66,27 @@ app.conf.update(
 
 
 def configure(settings: Settings) -> Celery:
-    """Point the app at a broker and result backend."""
+    """Point the app at a broker and result backend, and hand this process's tasks their settings.
+
+    Called by ``fleet worker`` before the worker starts (pool processes fork from it and keep them) and by the
+    coordinator before it dispatches or starts the embedded worker (whose threads share them)."""
+    global _settings
+    if settings.embedded:
+        settings.queue_dir.mkdir(parents=True, exist_ok=True)
     # kombu's SQLAlchemy transport hands every transport option to create_engine(): give it none.
     options = {} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s}
     app.conf.update(
-        broker_url=settings.broker_url,
-        result_backend=settings.backend_url,
+        broker_url=settings.celery_broker,
+        result_backend=settings.celery_backend,
         broker_transport_options=options,
         result_backend_transport_options=options,
     )
-    os.environ["FLEET_NAMESPACE"] = settings.namespace
-    if settings.embedded:
-        os.environ["FLEET_EMBEDDED_DIR"] = settings.embedded_dir
-    else:
-        os.environ.pop("FLEET_EMBEDDED_DIR", None)
-        os.environ["FLEET_BROKER_URL"] = settings.broker_url
+    _settings = settings
     return app
 
 
-def _configure_from_env() -> None:
-    broker = os.environ.get("FLEET_BROKER_URL", "")
-    embedded = os.environ.get("FLEET_EMBEDDED_DIR", "")
-    if broker:
-        configure(Settings.resolve(".", broker))
-    elif embedded:
-        configure(Settings.resolve(Path(embedded).parent))
-
-
-_configure_from_env()
+def current_settings() -> Settings:
+    """The settings ``configure`` gave this process; a worker nobody configured has no broker and gets no task."""
+    if _settings is None:
+        raise RuntimeError("workers.app.configure() was not called: start workers with `fleet worker`")
+    return _settings

@@ -2,52 +2,54 @@
 
 The task is safe to deliver twice: the attempt folder on the host is made afresh, and the coordinator
 records a (cell, attempt) once. The host's slot is held for the whole run.
+
+The task's settings (slot leases, start timeout) are the worker's own, given by ``workers.app.configure``.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
-from pathlib import Path
 
 from celery import Task
 from celery.signals import worker_process_init
 
-from harness.errors import InfrastructureError, UsageError
 from harness.inventory import Host
-from harness.records import AttemptRequest, AttemptResult, utc_now
+from harness.records import AttemptRequest
+from harness.settings import Settings
 from workers.adapters import adapter_for
-from workers.app import TASK_RUN_ATTEMPT, app
+from workers.app import TASK_RUN_ATTEMPT, app, current_settings
 from workers.attempt import Timing, run_attempt
 from workers.slots import FileSlots, RedisSlots, Slots
 from workers.transport import Transport, connect_for
 
-__all__ = ["run_attempt_task", "slots_backend", "timing_from_env"]
+__all__ = ["run_attempt_task", "slots_backend", "timing_for"]
 
 _transports: dict[tuple, Transport] = {}
 _transports_lock = threading.Lock()
-_slots: Slots | None = None
+_slots: tuple[tuple, Slots] | None = None
+_slots_lock = threading.Lock()
 
 
-def slots_backend() -> Slots:
-    """Redis leases when a Redis broker is configured, else file locks beside the embedded broker."""
+def slots_backend(settings: Settings) -> Slots:
+    """Redis leases when the settings name a Redis (the slots URL, else the broker), else file locks beside the
+    embedded broker. One backend per process and configuration: its Redis connection pool is shared."""
     global _slots
-    if _slots is None:
-        url = os.environ.get("FLEET_SLOTS_URL") or os.environ.get("FLEET_BROKER_URL", "")
-        if url.startswith(("redis://", "rediss://", "unix://")):
-            ttl = float(os.environ.get("FLEET_SLOT_TTL", "30"))
-            _slots = RedisSlots(url, namespace=os.environ.get("FLEET_NAMESPACE", ""), ttl=ttl)
-        else:
-            folder = os.environ.get("FLEET_EMBEDDED_DIR") or str(Path.home() / ".cache" / "fleet-harness")
-            _slots = FileSlots(Path(folder) / "slots")
-    return _slots
+    key = (settings.slots_redis, settings.namespace, settings.slot_ttl_s, settings.slots_dir)
+    with _slots_lock:
+        if _slots is None or _slots[0] != key:
+            if settings.slots_redis:
+                backend: Slots = RedisSlots(settings.slots_redis, namespace=settings.namespace, ttl=settings.slot_ttl_s)
+            else:
+                backend = FileSlots(settings.slots_dir)
+            _slots = (key, backend)
+        return _slots[1]
 
 
-def timing_from_env() -> Timing:
-    """Tests and impatient users may shorten the start timeout; everything else keeps its default."""
-    start = os.environ.get("FLEET_START_TIMEOUT")
-    return Timing(start_timeout_s=float(start)) if start else Timing()
+def timing_for(settings: Settings) -> Timing:
+    """The lifecycle's waits: the start timeout is a setting (tests and impatient users shorten it), the rest
+    keep their defaults."""
+    return Timing(start_timeout_s=settings.start_timeout_s)
 
 
 def _transport(host: Host) -> Transport:
@@ -74,31 +76,19 @@ def _fresh_process(**_: object) -> None:
     signal.signal(signal.SIGTERM, _term)
 
 
-def _failure(req: AttemptRequest, reason: str, error: str, worker: str) -> AttemptResult:
-    now = utc_now()
-    return AttemptResult(
-        sweep_id=req.sweep_id, cell_id=req.cell.id, attempt=req.attempt, status="harness_failure",
-        reason=reason, error=error, host=req.host.name, agent=req.cell.agent, item=req.item.id,
-        harness_commit=req.harness_commit, worker=worker, values=req.cell.values, seed=req.cell.seed,
-        started_at=now, ended_at=now,
-    )
-
-
 @app.task(name=TASK_RUN_ATTEMPT, bind=True, acks_late=True)
 def run_attempt_task(self: Task, request: dict) -> dict:
+    # An agent kind this worker does not know fails here, in validation (harness.agents declares the kinds an
+    # AgentConfig admits, and every declared kind has an adapter), so adapter_for() below cannot miss.
     req = AttemptRequest.model_validate(request)
+    settings = current_settings()
     worker = self.request.hostname or ""
-    lease = slots_backend().acquire(req.host.name, req.host.slots)
+    lease = slots_backend(settings).acquire(req.host.name, req.host.slots)
     try:
-        try:
-            adapter = adapter_for(req.cell.agent, req.agent)
-        except UsageError as exc:
-            return _failure(req, "agent_unavailable", str(exc), worker).model_dump(mode="json")
+        adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
-        try:
-            result = run_attempt(transport, req, adapter, timing=timing_from_env(), worker=worker)
-        except InfrastructureError as exc:  # run_attempt records these itself; belt and braces
-            result = _failure(req, exc.reason, str(exc), worker)
+        # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
+        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker)
         return result.model_dump(mode="json")
     finally:
         if lease is not None:

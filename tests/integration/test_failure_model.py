@@ -129,10 +129,8 @@ def test_one_bad_delivery_is_that_attempts_failure_and_every_other_cell_goes_on(
     from harness.dispatch import RetryPolicy
     from harness.inventory import load_inventory
     from harness.store import Store
-    from workers.app import Settings
+    from harness.settings import Settings
 
-    for name in ("FLEET_EMBEDDED_DIR", "FLEET_NAMESPACE", "FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):
-        monkeypatch.delenv(name, raising=False)  # configure() sets some; restored when the test ends
     inv_path, cat_path = _setup(tmp_path, **{"01-a": "a\n", "02-b": "b\n"})
     real = workers.tasks.run_attempt
 
@@ -148,7 +146,7 @@ def test_one_bad_delivery_is_that_attempts_failure_and_every_other_cell_goes_on(
     monkeypatch.setattr(workers.tasks, "run_attempt", hostile)
     store = Store(tmp_path / "runs")
     warnings: list[str] = []
-    co = Coordinator(store, Settings.resolve(store.root), retry=RetryPolicy(max_attempts=3, backoff_s=(0.1,)),
+    co = Coordinator(store, Settings.resolve({"runs": store.root}, {}), retry=RetryPolicy(max_attempts=3, backoff_s=(0.1,)),
                      on_event=lambda e: warnings.append(e.text) if e.kind == "warning" else None)
     sweep = co.sweep(load_inventory(inv_path), load_catalog(cat_path), agents=["echo"])
     assert sweep.status == "finished"

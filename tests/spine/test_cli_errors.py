@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,12 +23,13 @@ def fleet_argv() -> list[str]:
     return [found] if found else [sys.executable, "-m", "harness.cli"]
 
 
-def run_fleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_fleet(*args: str, cwd: Path, **fleet_env: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k not in ("COLUMNS", "LINES")}
     # The width of a plain 80-column terminal (also what rich assumes when stderr is not a terminal):
     # an error line must stay one line however long the file path in it is.
     env["COLUMNS"] = "80"
     env["FLEET_HARNESS_COMMIT"] = "test-commit"
+    env.update(fleet_env)
     return subprocess.run(
         [*fleet_argv(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
@@ -116,3 +118,52 @@ def test_status_of_unknown_sweep(tmp_path: Path) -> None:
 def test_worker_without_a_broker(tmp_path: Path) -> None:
     proc = run_fleet("worker", cwd=tmp_path)
     assert_one_line_error(proc, "needs a broker", "FLEET_BROKER_URL")
+
+
+@pytest.mark.parametrize("args", [["sweep"], ["resume", "20990101-000000-nope"], ["rerun", "h", "i", "--sweep", "x"],
+                                  ["worker", "--broker", "redis://127.0.0.1:1/0"], ["status"], ["settings"]])
+@pytest.mark.parametrize(("variable", "value", "problem"), [
+    ("FLEET_VISIBILITY_TIMEOUT", "abc", "expected a whole number of seconds"),
+    ("FLEET_RETRY_BACKOFF", "x", "expected seconds separated by commas"),
+])
+def test_a_bad_setting_is_one_line_naming_its_variable(tmp_path: Path, args: list[str], variable: str, value: str,
+                                                         problem: str) -> None:
+    proc = run_fleet(*args, cwd=tmp_path, **{variable: value})
+    assert_one_line_error(proc, f"{variable}={value!r}: {problem}")
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_a_bad_max_attempts_is_one_line(tmp_path: Path) -> None:
+    proc = run_fleet("sweep", "--max-attempts", "0", cwd=tmp_path)
+    assert_one_line_error(proc, "--max-attempts '0': expected a whole number of attempts, at least 1")
+
+
+def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_path: Path) -> None:
+    secret = "s3cr3t-pw"
+    proc = run_fleet("settings", "--max-attempts", "5", "--json", cwd=tmp_path,
+                     FLEET_BROKER_URL=f"redis://:{secret}@127.0.0.1:6379/0", FLEET_SLOT_TTL="3")
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert rows["broker_url"] == {"name": "broker_url", "value": "redis://:***@127.0.0.1:6379/0",
+                                  "from": "env FLEET_BROKER_URL", "env": "FLEET_BROKER_URL", "flag": "--broker"}
+    assert (rows["slot_ttl_s"]["value"], rows["slot_ttl_s"]["from"]) == ("3", "env FLEET_SLOT_TTL")
+    assert (rows["max_attempts"]["value"], rows["max_attempts"]["from"]) == ("5", "flag --max-attempts")
+    assert (rows["runs"]["value"], rows["runs"]["from"]) == ("runs", "default")
+    table = run_fleet("settings", "--broker", "redis://h:6379/0", cwd=tmp_path, FLEET_BROKER_URL=f"redis://:{secret}@x/0")
+    assert table.returncode == 0 and secret not in table.stdout
+    assert any(line.split() == ["broker_url", "redis://h:6379/0", "flag", "--broker"] for line in table.stdout.splitlines())
+    assert table.stdout.splitlines()[-1] == "queue: redis://h:6379/0"
+
+
+def test_sweep_rerun_and_resume_build_their_coordinator_in_one_place() -> None:
+    """A thin CLI: the three verbs share one helper (``_coordinate``) for the coordinator, progress, table and exit
+    status, instead of three copies of the same closure."""
+    import inspect
+
+    import harness.cli
+
+    source = inspect.getsource(harness.cli)
+    assert source.count("Coordinator(") == 1
+    for verb in (harness.cli.sweep, harness.cli.rerun, harness.cli.resume):
+        assert "_coordinate(" in inspect.getsource(verb.callback)

@@ -84,3 +84,26 @@ def test_a_worker_consumes_exactly_the_queues_the_routes_produce_for_its_hosts(n
     assert set(everything) == {routed_queue(t, h, namespace) for t in registered_tasks() for h in hosts.values()}
     some = worker_queues("-i", str(FLEET), "--hosts", "tower2,laptop", namespace=namespace)
     assert set(some) == {routed_queue(t, hosts[n], namespace) for t in registered_tasks() for n in ("tower2", "laptop")}
+
+
+def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness.dispatch names the task through workers.app.TASK_RUN_ATTEMPT, not a copy of the string: renaming the
+    task in its one definition renames what the dispatcher sends."""
+    from types import SimpleNamespace
+
+    import harness.dispatch
+    from harness.dispatch import Dispatcher
+
+    host = load_inventory(FLEET).hosts["tower1"]
+    sent: list[str] = []
+    fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append(name) or SimpleNamespace())
+    sweep = SimpleNamespace(id="s1", items={ITEM.id: ITEM})
+    writer = SimpleNamespace(dispatched=lambda *a: None)
+    d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
+                agent=host.default_agent, rep=1, seed=1)
+    monkeypatch.setattr(Dispatcher, "_request", lambda self, c, a, t: SimpleNamespace(model_dump=lambda mode: {}))
+    d._send(cell, 1)
+    monkeypatch.setattr(harness.dispatch, "TASK_RUN_ATTEMPT", "fleet.renamed")
+    d._send(cell, 2)
+    assert sent == [TASKS[0], "fleet.renamed"]
