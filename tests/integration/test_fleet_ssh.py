@@ -145,11 +145,16 @@ def test_refused_connection_is_retried_and_others_finish(tmp_path, ssh_hosts, cl
             meta = json.loads((runs / summary["sweep"] / c["id"] / f"attempt-{k}" / "meta.json").read_text())
             assert meta["reason"] == "host_unreachable" and str(dead_port) in meta["error"]
 
-    # resume runs only the cells whose last attempt is a harness failure
-    r2 = run_fleet(["resume", summary["sweep"], "--json", "--runs", str(runs), "--broker", redis_server.url,
-                    "--max-attempts", "1"], namespace)
+    # resume keeps the budget: the ghost cells used all 3 attempts, so nothing runs again, and it says why
+    r2 = run_fleet(["resume", summary["sweep"], "--json", "--runs", str(runs), "--broker", redis_server.url], namespace)
     assert r2.returncode == 0, r2.stderr[-3000:]
-    after = {c["id"]: c for c in json.loads(r2.stdout)["cells"]}
+    assert "already used all 3 attempts" in r2.stderr and "--retry-exhausted" in r2.stderr
+    assert {c["id"]: c["attempts"] for c in json.loads(r2.stdout)["cells"]} == {c["id"]: c["attempts"] for c in summary["cells"]}
+    # --retry-exhausted runs only the cells whose last attempt is a harness failure, with a fresh budget
+    r3 = run_fleet(["resume", summary["sweep"], "--retry-exhausted", "--json", "--runs", str(runs), "--broker",
+                    redis_server.url, "--max-attempts", "1"], namespace)
+    assert r3.returncode == 0, r3.stderr[-3000:]
+    after = {c["id"]: c for c in json.loads(r3.stdout)["cells"]}
     for c in summary["cells"]:
         expected = c["attempts"] + (1 if c["host"] == "ghost" else 0)
         assert after[c["id"]]["attempts"] == expected
