@@ -57,7 +57,7 @@ common_log_file = click.option(
 common_verbose = click.option("--verbose", "-v", is_flag=True, help="Log to stderr (the resolved settings first).")
 
 
-def _max_attempts(help_text: str):  # type: ignore[no-untyped-def]
+def _max_attempts(help_text: str):
     # No click default: an absent flag leaves the setting's own default (harness/settings.py) in force.
     return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
 
@@ -143,7 +143,7 @@ def _fail_on(value: str | None) -> frozenset[str]:
     return frozenset(names)
 
 
-def _gate(sweep, cells, fail_on: frozenset[str]) -> None:  # type: ignore[no-untyped-def]
+def _gate(sweep, cells, fail_on: frozenset[str]) -> None:
     """The exit status a scheduler reads: 0 when the cells were measured, NothingMeasured (3) when every one
     ended in a harness failure, GradeGate (4) when a cell's grade is one of ``--fail-on``'s."""
     from harness.coordinator import summary_failure
@@ -164,7 +164,7 @@ def _gate(sweep, cells, fail_on: frozenset[str]) -> None:  # type: ignore[no-unt
             raise GradeGate(f"--fail-on {','.join(sorted(fail_on))}: {len(hits)} cell(s): {', '.join(hits[:5])}{more}")
 
 
-def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _finish(sweep, store, as_json: bool) -> None:
     from harness.outcome import label
     from harness.progress import matrix_table
 
@@ -213,7 +213,7 @@ def _finish(sweep, store, as_json: bool) -> None:  # type: ignore[no-untyped-def
 @common_broker
 @common_verbose
 @common_log_file
-def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker,  # type: ignore[no-untyped-def]
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker,
           verbose, log_file) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
@@ -249,7 +249,7 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_broker
 @common_verbose
 @common_log_file
-def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker, verbose, log_file) -> None:  # type: ignore[no-untyped-def]
+def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker, verbose, log_file) -> None:
     """Add a new attempt of one cell of a sweep (earlier attempts are kept), with the sweep's recorded inventory.
 
     Exit status as for `fleet sweep`, over this cell."""
@@ -276,7 +276,7 @@ def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as
 @common_broker
 @common_verbose
 @common_log_file
-def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file) -> None:  # type: ignore[no-untyped-def]
+def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file) -> None:
     """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
@@ -291,7 +291,7 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
 
 
-def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
+def _inventory_for(rec, override: str | None):
     from harness.inventory import load_inventory
 
     return load_inventory(override or rec.inventory)
@@ -301,7 +301,7 @@ def _inventory_for(rec, override: str | None):  # type: ignore[no-untyped-def]
 @click.argument("sweep_id", required=False)
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
-def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+def status(sweep_id, as_json, runs) -> None:
     """A sweep's state and table (the latest sweep if no id is given)."""
     store = _store(runs)
     sweep_id = sweep_id or store.latest_sweep()
@@ -317,7 +317,7 @@ def status(sweep_id, as_json, runs) -> None:  # type: ignore[no-untyped-def]
 @click.option("--attempt", type=int, default=None, help="Attempt number (default: the last).")
 @click.option("--json", "as_json", is_flag=True, help="Print meta.json.")
 @common_runs
-def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
     """One cell: its attempts, the chosen attempt's meta, artifacts and answer."""
     from harness.outcome import label
     store = _store(runs)
@@ -361,7 +361,7 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:  # t
 @click.option("--loglevel", default="INFO", show_default=True)
 @click.option("--name", default="fleet", show_default=True, help="Worker node name (NAME@this-machine), kept in each attempt's meta.")
 @common_broker
-def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:  # type: ignore[no-untyped-def]
+def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
     """Start a Celery worker consuming the named hosts' queues (needs a Redis broker)."""
     from harness.inventory import load_inventory
     from workers.app import configure, queue_for
@@ -393,7 +393,7 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:  # ty
 @_max_attempts("Attempts per cell when the harness fails.")
 @common_log_file
 @click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
-def settings_(runs, broker, max_attempts, log_file, as_json) -> None:  # type: ignore[no-untyped-def]
+def settings_(runs, broker, max_attempts, log_file, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
     (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
     from harness.settings import setting_specs
@@ -405,9 +405,9 @@ def settings_(runs, broker, max_attempts, log_file, as_json) -> None:  # type: i
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    rows = [("setting", "value", "from"), *((n, v or "-", o) for n, v, o in settings.rows())]
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    for name, value, origin in rows:
+    table: list[tuple[str, str, str]] = [("setting", "value", "from"), *((n, v or "-", o) for n, v, o in settings.rows())]
+    widths = [max(len(r[i]) for r in table) for i in range(2)]
+    for name, value, origin in table:
         console.print(f"{name:<{widths[0]}}  {value:<{widths[1]}}  {origin}", markup=False, soft_wrap=True)
     queue = (f"embedded (SQLite under {settings.queue_dir}, a worker inside fleet)" if settings.embedded
              else settings.shown("broker_url"))
@@ -423,7 +423,7 @@ def hosts() -> None:
 @common_inventory
 @click.option("--hosts", "names", help="Comma-separated host names (default: all).")
 @click.option("--json", "as_json", is_flag=True)
-def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-def]
+def hosts_check(inventory, names, as_json) -> None:
     """Per host: SSH reachable, host key matches the pin, model endpoint answers /v1/models, free disk."""
     from rich.table import Table
 
@@ -457,7 +457,7 @@ def hosts_check(inventory, names, as_json) -> None:  # type: ignore[no-untyped-d
 @click.option("--item", default=None, help="Only this item's cells (number or id).")
 @click.option("--json", "as_json", is_flag=True)
 @common_runs
-def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyped-def]
+def grade(sweep_id, host, item, as_json, runs) -> None:
     """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl."""
     from harness.dispatch import grade_attempt
     store = _store(runs)
@@ -480,7 +480,7 @@ def grade(sweep_id, host, item, as_json, runs) -> None:  # type: ignore[no-untyp
 @cli.command()
 @click.argument("sweep_id", required=False)
 @common_runs
-def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
+def report(sweep_id, runs) -> None:
     """Write REPORT.md, junit.xml and results.json for a sweep (the latest if no id is given)."""
     from harness.report import write_report
     store = _store(runs)
@@ -493,7 +493,7 @@ def report(sweep_id, runs) -> None:  # type: ignore[no-untyped-def]
 @click.argument("format_name", metavar="FORMAT")
 @click.argument("path")
 @click.option("--out", "out", default=None, help="Folder for the runs' folders (default: ./imported/<file stem>).")
-def import_(format_name, path, out) -> None:  # type: ignore[no-untyped-def]
+def import_(format_name, path, out) -> None:
     """Import another agent's recorded sessions (FORMAT: pixel-fleet, openclaw-jsonl, openclaw-sqlite, opencode,
     hermes) as attempt-like folders, one per run,
     grade each (grade.json, grades.jsonl) and print it."""
@@ -517,7 +517,7 @@ def guard() -> None:
 @click.argument("file")
 @click.option("--exit-code", type=int, default=None, help="The test command's exit status.")
 @click.option("--command", "command", default=None, help="The test command that printed the output.")
-def guard_verdict(file, exit_code, command) -> None:  # type: ignore[no-untyped-def]
+def guard_verdict(file, exit_code, command) -> None:
     """What the test-verdict recognizer makes of a test command's output (FILE, or - for stdin), as JSON."""
     from harness.guard.verdict import recognize
 
@@ -545,7 +545,7 @@ def model() -> None:
 @click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
 @click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
 @click.option("--log", "log_path", default=None, help="Append every request and answer to this JSONL file.")
-def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore[no-untyped-def]
+def model_serve(script, host, port, model_id, log_path) -> None:
     """Serve a script over HTTP until interrupted; prints `listening on URL` first."""
     from harness.modelserver import ScriptError, serve
 
@@ -560,7 +560,7 @@ def model_serve(script, host, port, model_id, log_path) -> None:  # type: ignore
 @hosts.command("prepare")
 @common_inventory
 @click.option("--hosts", "names", help="Comma-separated host names (default: all).")
-def hosts_prepare(inventory, names) -> None:  # type: ignore[no-untyped-def]
+def hosts_prepare(inventory, names) -> None:
     """Install this harness (this exact code) into a virtual environment on each host, if not there yet."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -573,7 +573,7 @@ def hosts_prepare(inventory, names) -> None:  # type: ignore[no-untyped-def]
     chosen = inv.select(_csv(names))
     release = source_release()
 
-    def prepare(host):  # type: ignore[no-untyped-def]
+    def prepare(host):
         t = connect_for(host)
         try:
             return host.name, True, ensure_harness(t, host, release)

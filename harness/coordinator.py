@@ -40,7 +40,7 @@ class Stopped(KeyboardInterrupt):
         super().__init__(self.signal_name)
 
 
-def summary_failure(a: AttemptSummary):  # type: ignore[no-untyped-def]
+def summary_failure(a: AttemptSummary):
     """classify() for an attempt as the sweep lists it (its own status, or its grade's failure code)."""
     return classify(a.status, a.reason, a.grade, a.failure)
 
@@ -60,7 +60,7 @@ class Coordinator:
     on_warning: Callable[[str], None] = lambda text: None
 
     # -- verbs -----------------------------------------------------------------------------------------
-    def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:  # type: ignore[no-untyped-def]
+    def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:
         from harness.plan import plan_sweep
 
         sweep = plan_sweep(inventory, catalog, **plan_options)
@@ -131,7 +131,7 @@ class Coordinator:
             self.on_warning(f"{inventory.path} changed since sweep {sweep.id} was planned (sha256 "
                             f"{sweep.inventory_sha256[:12]} then, {inventory.sha256[:12]} now); the new attempts use it as it is now")
 
-    def _settle(self, app, w: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int, task_id: str) -> None:  # type: ignore[no-untyped-def]
+    def _settle(self, app, w: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int, task_id: str) -> None:
         """An attempt dispatched by a coordinator that stopped: take its result if it came, else close it."""
         from celery.result import AsyncResult
 
@@ -208,7 +208,7 @@ class Coordinator:
         with embedded_worker(app, queues, concurrency):
             yield
 
-    def _warn_unserved(self, app, hosts: set[str]) -> None:  # type: ignore[no-untyped-def]
+    def _warn_unserved(self, app, hosts: set[str]) -> None:
         """Say which host queues no running worker consumes: the sweep would wait for one."""
         try:
             replies = app.control.inspect(timeout=1.5).active_queues() or {}
@@ -256,7 +256,7 @@ class Coordinator:
         return sweep
 
 
-def _check_broker(app, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+def _check_broker(app, settings: Settings) -> None:
     """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once."""
     try:
         with app.connection_for_write() as conn:

@@ -211,7 +211,8 @@ class Settings:
             spec = specs.get(f.name)
             if spec is None:
                 continue
-            value, origin = f.default, "default"
+            origin: Origin = "default"
+            value = f.default
             raw = env.get(spec.env, "") if spec.env else ""
             if raw != "":
                 value, origin = _parse(spec, raw, "env"), "env"

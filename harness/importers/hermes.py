@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.errors import TranscriptImportError
 from harness.importers.events import write_runs
-from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
+from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
 from harness.importers.recorded import (
     RecordedCall,
     RecordedRound,
@@ -77,10 +77,11 @@ _COMMON_LIMITS = [
 def _text(content: object) -> str:
     """A message's content as text (Hermes stores multimodal content as ``\\x00json:`` + a list of parts)."""
     if isinstance(content, str) and content.startswith(_CONTENT_JSON_PREFIX):
+        text = content
         try:
-            content = json.loads(content[len(_CONTENT_JSON_PREFIX):])
+            content = json.loads(text[len(_CONTENT_JSON_PREFIX):])
         except ValueError:
-            return content
+            return text
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return content if isinstance(content, str) else ""
@@ -223,7 +224,7 @@ def _result(call: RecordedCall, content: str, workspace: str) -> None:
     if call.shell:
         exit_code = data.get("exit_code")
         call.exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
-        call.output = data.get("output") if isinstance(data.get("output"), str) else None
+        call.output = typed(data.get("output"), str, None)
         call.timed_out = call.exit_code is None and isinstance(error, str) and "timed out" in error.lower()
         call.truncated = data.get("truncated") is True
     if call.name in FILE_TOOLS:
@@ -328,7 +329,8 @@ def _ending(rounds: list[RecordedRound], calls: list[RecordedCall], last: dict[s
 
 def _session(row: dict[str, Any], messages: list[_Message], raw: bytes, file: str, sha256: str,
              reader: Reader) -> RecordedRun:
-    workspace = row.get("cwd") if isinstance(row.get("cwd"), str) else ""
+    cwd = row.get("cwd")
+    workspace = cwd if isinstance(cwd, str) else ""
     rounds, calls, users, last = _rounds(messages, workspace, reader)
     limits = list(_COMMON_LIMITS)
     if len(users) > 1:

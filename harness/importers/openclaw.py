@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, NoReturn
 
 from harness.errors import TranscriptImportError
-from harness.importers.reader import Reader
+from harness.importers.reader import Reader, typed
 from harness.importers.recorded import RecordedCall, RecordedRound, RecordedRun, output_limit_stop, settle_by_details
 from harness.transcript import ModelError, StopEvent, ToolCallRecord, Usage
 
@@ -494,7 +494,7 @@ def _ending(run: RecordedRun, last: tuple[Entry, dict[str, Any]] | None) -> tupl
         return None, None
     entry, message = last
     stop = message["stopReason"]
-    error = message.get("errorMessage") if isinstance(message.get("errorMessage"), str) else None
+    error = typed(message.get("errorMessage"), str, None)
     text = next((r.text for r in reversed(run.rounds) if r.replied), None)
     rounds = len(run.rounds)
     run.final_text = text

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.importers.events import write_runs
-from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy
+from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
 from harness.importers.recorded import (
     RecordedCall,
     RecordedRound,
@@ -155,8 +155,8 @@ def _read_tables(con: sqlite3.Connection, reader: _Reader) -> list[_Source]:
                                              for m, ps in messages.get(row["id"], [])]}
         sources.append(_Source(info, messages.pop(row["id"], []), kind="store", errors=[],
                                raw=(json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()))
-    for session_id, orphans in messages.items():
-        reader.fail(f"message {orphans[0][0]['id']}", f"belongs to session {session_id}, which is not in the store")
+    for session_id, stray in messages.items():
+        reader.fail(f"message {stray[0][0]['id']}", f"belongs to session {session_id}, which is not in the store")
     return sources
 
 
@@ -247,7 +247,7 @@ def _relative(path: str, workspace: str) -> str:
 def _usage(tokens: object) -> Usage | None:
     if not isinstance(tokens, dict):
         return None
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    cache = typed(tokens.get("cache"), dict, {})
 
     def n(value: object) -> int:
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
@@ -273,14 +273,14 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
         reader.fail(f"{where}.state.input", f"expected a JSON object, got {type(arguments).__name__}")
     call = RecordedCall(call_id=call_id, name=name, arguments=arguments,
                         arguments_text=json.dumps(arguments, ensure_ascii=False), shell=name in SHELL_TOOLS)
-    timing = state.get("time") if isinstance(state.get("time"), dict) else {}
+    timing = typed(state.get("time"), dict, {})
     start, end = _ms(timing.get("start")), _ms(timing.get("end"))
     if start is not None and end is not None:
         call.duration_s = max(0.0, (end - start) / 1000)
     if status in ("pending", "running"):
         call.finished = False
         return call
-    metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+    metadata = typed(state.get("metadata"), dict, {})
     details: dict[str, Any] = {"status": status}
     if status == "completed":
         call.text = reader.text(state, "output", f"{where}.state")
@@ -310,7 +310,7 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
         exit_code = metadata.get("exit")
         call.exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
         call.timed_out = call.exit_code is None and _TIMED_OUT in call.text
-        call.output = metadata.get("output") if isinstance(metadata.get("output"), str) else None
+        call.output = typed(metadata.get("output"), str, None)
         workdir = arguments.get("workdir")
         if workspace:
             call.cwd = posixpath.normpath(posixpath.join(workspace, workdir)) if isinstance(workdir, str) else workspace
@@ -325,9 +325,9 @@ def _call(part: dict[str, Any], where: str, workspace: str, reader: _Reader) -> 
 
 
 def _retry_error(part: dict[str, Any]) -> ModelError:
-    error = part.get("error") if isinstance(part.get("error"), dict) else {}
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    status = data.get("statusCode") if isinstance(data.get("statusCode"), int) else None
+    error = typed(part.get("error"), dict, {})
+    data = typed(error.get("data"), dict, {})
+    status = typed(data.get("statusCode"), int, None)
     message = str(data.get("message") or error.get("name") or "retried")
     return ModelError(round=0, attempt=int(part.get("attempt") or 0), kind="http" if status else "connection",
                       status=status, message=message, retry_in_s=None)
@@ -397,7 +397,7 @@ def endpoint_failure(error: Mapping[str, Any]) -> str | None:
     model endpoint failed; None for any other error."""
     if error.get("name") != "APIError":
         return None
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = typed(error.get("data"), dict, {})
     status = data.get("statusCode")
     if isinstance(status, int) and not isinstance(status, bool):
         return f"model_http_{status}"
@@ -410,7 +410,7 @@ def endpoint_failure(error: Mapping[str, Any]) -> str | None:
 
 
 def _error_message(error: Mapping[str, Any]) -> str:
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = typed(error.get("data"), dict, {})
     return str(data.get("message") or error.get("name") or "unknown error")
 
 
@@ -454,7 +454,7 @@ def _ending(source: _Source, rounds: list[RecordedRound], calls: list[RecordedCa
 
 def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> RecordedRun:
     info = source.info
-    workspace = info.get("directory") if isinstance(info.get("directory"), str) else ""
+    workspace = typed(info.get("directory"), str, "")
     rounds, calls, users = _rounds(source.messages, workspace, reader)
     limits = list(_COMMON_LIMITS)
     if source.kind == "stream":
@@ -481,7 +481,7 @@ def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> Record
     run = RecordedRun(
         format=FORMAT, file=file, sha256=sha256, label=label, agent=AGENT, prompt=users[0] if users else "",
         calls=calls, rounds=rounds, limits=limits, run_id=label,
-        agent_version=info.get("version") if isinstance(info.get("version"), str) else "",
+        agent_version=typed(info.get("version"), str, ""),
         model=model, workspace=workspace, outcome=outcome, reason=reason, message=message,
         duration_s=max(0.0, (updated - created) / 1000) if created is not None and updated is not None else 0.0,
         final_text=final, delivered=final, facts=facts, raw=source.raw,
@@ -530,7 +530,7 @@ def final_text_of_stream(stdout: bytes) -> str | None:
             rounds.append([])
             step_open = True
         if kind == "text":
-            part = event.get("part") if isinstance(event.get("part"), dict) else {}
+            part = typed(event.get("part"), dict, {})
             if isinstance(part.get("text"), str):
                 rounds[-1].append(part["text"])
         elif kind == "step_finish":

@@ -259,12 +259,12 @@ def _calls(items: list[Any], where: str, reader: _Reader, fixed: str | None) -> 
         reader.check(call, at, _SHAPES[kind], _REQUIRED[kind])
         calls.append(_READERS[kind](call, at, reader))
     seen: dict[str, int] = {}
-    for i, call in enumerate(calls):
-        if not call.call_id:
+    for i, recorded in enumerate(calls):
+        if not recorded.call_id:
             reader.fail(f"{where}[{i}].id", "empty: results are told apart by their call's id")
-        if call.call_id in seen:
-            reader.fail(f"{where}[{i}].id", f"{call.call_id!r} is also the id of {where}[{seen[call.call_id]}]")
-        seen[call.call_id] = i
+        if recorded.call_id in seen:
+            reader.fail(f"{where}[{i}].id", f"{recorded.call_id!r} is also the id of {where}[{seen[recorded.call_id]}]")
+        seen[recorded.call_id] = i
     return calls, shape or "session"
 
 
@@ -301,7 +301,7 @@ def _single(data: dict[str, Any], raw: bytes, src: Path, sha: str, reader: _Read
         facts={k: v for k, v in facts.items() if v not in (None, [])}, raw=raw,
     )
     return _ending(run, final.get("stopReason", data.get("finalStopReason")), final.get("errorMessage"),
-                   status)  # type: ignore[arg-type]
+                   status)
 
 
 def _ending(run: RecordedRun, stop_reason: str | None, error: str | None, outcome: ReceiptStatus | None

@@ -161,7 +161,7 @@ def plan_guard(calls: Sequence[RecordedCall], tests: Sequence[TestVerdict | None
                                                   call_id=call.call_id))
         else:
             add(plan.before, index, GuardDecision(
-                round=call.round, rule=rule, decision="refuse",  # type: ignore[arg-type]
+                round=call.round, rule=rule, decision="refuse",
                 call_id=call.call_id, reason=reason, text=call.refusal, data=data(call)))
 
     for index, call in enumerate(calls):  # in call order, so the earliest stop is the run's stop

@@ -12,11 +12,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from harness.errors import TranscriptImportError
 
-__all__ = ["Reader", "store_copy", "SQLITE_MAGIC"]
+__all__ = ["typed", "Reader", "store_copy", "SQLITE_MAGIC"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database: a session store rather than a text export."""
@@ -91,3 +91,12 @@ def store_copy(path: Path, name: str = "store.db") -> Iterator[sqlite3.Connectio
             yield con
         finally:
             con.close()
+
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
+
+
+def typed(value: object, kind: type[_T], default: _D) -> _T | _D:
+    """``value`` when it is a ``kind``, else ``default``: a recorded field of another type reads as absent."""
+    return value if isinstance(value, kind) else default
