@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 from harness.catalog import Item
 from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
 
-__all__ = ["synthetic_sweep", "finished_result"]
+__all__ = ["REPO", "TESTS", "synthetic_sweep", "finished_result", "fleet_argv", "run_fleet", "assert_one_line_error"]
+
+REPO = Path(__file__).resolve().parents[1]
+"""The checkout: docs/, prompts/, workers/ and the tests are found from here, wherever a test file lives."""
+TESTS = REPO / "tests"
 
 
 def synthetic_sweep(sweep_id: str = "20261201-000000-t", hosts: int = 2, items: int = 3, reps: int = 1) -> SweepRecord:
@@ -31,3 +41,38 @@ def finished_result(sweep: SweepRecord, cell: Cell, attempt: int = 1, **fields) 
     )
     data.update(fields)
     return AttemptResult(**data)
+
+
+def fleet_argv() -> list[str]:
+    """The installed `fleet` console script (beside this Python), else `python -m harness.cli`."""
+    beside = Path(sys.executable).parent / "fleet"
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("fleet")
+    return [found] if found else [sys.executable, "-m", "harness.cli"]
+
+
+def run_fleet(*args: str, cwd: Path, **fleet_env: str) -> subprocess.CompletedProcess[str]:
+    """The real `fleet` command in ``cwd`` with no FLEET_* settings but ``fleet_env``, 80 columns wide."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k not in ("COLUMNS", "LINES")}
+    # The width of a plain 80-column terminal (also what rich assumes when stderr is not a terminal):
+    # an error line must stay one line however long the file path in it is.
+    env["COLUMNS"] = "80"
+    env["FLEET_HARNESS_COMMIT"] = "test-commit"
+    env.update(fleet_env)
+    return subprocess.run(
+        [*fleet_argv(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Bad input: exit 2, one line `fleet: error: ...` holding every needle, no traceback; returns the line."""
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("fleet: error: ")
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line

@@ -29,7 +29,7 @@ from harness.transcript import (
     ToolResult,
     read_transcript,
 )
-from tests.spine.test_cli_errors import assert_one_line_error, run_fleet
+from tests.support import assert_one_line_error, run_fleet
 
 DATA = Path(__file__).parent / "data" / "openclaw"
 JSONL = DATA / "jsonl"

@@ -13,8 +13,9 @@ import pytest
 from harness import errors
 from harness.failures import REASONS, FailureReason, classify, exception_for, is_retried
 from harness.grading import Evidence, grade
+from tests.support import REPO
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "failures.md"
+DOC = REPO / "docs" / "failures.md"
 
 
 def test_every_infrastructure_error_names_a_known_code_and_each_code_its_class() -> None:

@@ -12,8 +12,9 @@ import pytest
 
 from harness.errors import UsageError
 from harness.settings import CONTRACT_VARIABLES, Settings, redact, setting_specs
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 DOC = ROOT / "docs" / "settings.md"
 SECRET = "s3cr3t-pw"
 

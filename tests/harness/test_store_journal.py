@@ -15,9 +15,8 @@ import pytest
 from harness.errors import StoreError
 from harness.records import AttemptSummary
 from harness.store import JOURNAL, Store
-from tests.support import finished_result, synthetic_sweep
+from tests.support import REPO, finished_result, synthetic_sweep
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _state(sweep) -> dict:  # type: ignore[no-untyped-def]

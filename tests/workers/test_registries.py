@@ -23,8 +23,9 @@ from workers.adapters import ADAPTERS, BuiltinAdapter, adapter_for
 from workers.adapters.registry import registered
 from workers.transport import TRANSPORTS, LocalTransport, SSHTransport, connect_for
 from workers.transport import registry as transport_registry
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 MODEL = ModelEndpoint(base_url="http://127.0.0.1:8080/v1", id="m", context=65536, max_output=1024)
 
 

@@ -16,8 +16,9 @@ from harness.catalog import Item
 from harness.inventory import Host, load_inventory
 from harness.records import AttemptRequest, Cell
 from workers.app import TASKS, app, queue_for
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 FLEET = ROOT / "inventory" / "fleet.toml"
 ITEM = Item(id="07-photo-renamer", kind="open", title="Photo renamer", prompt="write it", timeout_s=60)
 

@@ -19,8 +19,9 @@ from harness.inventory import load_inventory
 from harness.records import AttemptRequest, AttemptResult, Cell, utc_now
 from harness.settings import Settings
 from workers.slots import FileSlots, RedisSlots
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 SECRET = "s3cr3t-pw"
 
 

@@ -12,39 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import assert_one_line_error, fleet_argv, run_fleet
+
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINp+KAVIeeJtmTE2mHUtyrWs6pTWHU1PACBUX+WdKpp4"
-
-
-def fleet_argv() -> list[str]:
-    beside = Path(sys.executable).parent / "fleet"
-    if beside.is_file():
-        return [str(beside)]
-    found = shutil.which("fleet")
-    return [found] if found else [sys.executable, "-m", "harness.cli"]
-
-
-def run_fleet(*args: str, cwd: Path, **fleet_env: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k not in ("COLUMNS", "LINES")}
-    # The width of a plain 80-column terminal (also what rich assumes when stderr is not a terminal):
-    # an error line must stay one line however long the file path in it is.
-    env["COLUMNS"] = "80"
-    env["FLEET_HARNESS_COMMIT"] = "test-commit"
-    env.update(fleet_env)
-    return subprocess.run(
-        [*fleet_argv(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-    )
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
-    line = lines[0]
-    assert line.startswith("fleet: error: ")
-    for needle in needles:
-        assert needle in line, (needle, line)
-    return line
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""Snapshot every importer output, to prove a refactor changes nothing: ``python tests/importers/snapshot.py REPO OUT``.
+"""Snapshot every importer output, to prove a refactor changes nothing: ``python tests/harness/importers/snapshot.py REPO OUT``.
 
 Imports every recorded session (tests/agents/data, tests/fixtures/pixel-fleet, and a few sessions cut or reordered
 from them) through every road (``fleet import``'s ``import_to_folder`` with the grade, and each adapter's

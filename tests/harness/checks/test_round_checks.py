@@ -15,7 +15,7 @@ import pytest
 
 from harness.catalog import draw_values, load_catalog
 from harness.checks.spec import load_checks
-from tests.checks.local import run_here
+from tests.harness.checks.local import run_here
 
 TASKS = {t.id.split(".")[1]: t for t in load_catalog().rounds["qualification"]}
 

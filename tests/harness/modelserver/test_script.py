@@ -10,8 +10,9 @@ import pytest
 
 import harness.modelserver as modelserver
 from harness.modelserver import SCHEMA_VERSION, ScriptError, ScriptPlayer, load_script, parse_script
+from tests.support import REPO
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "prompts" / "scripts" / "example.toml"
+EXAMPLE = REPO / "prompts" / "scripts" / "example.toml"
 
 
 def user(text: str, *rest: dict[str, Any], tools: list[str] = ()) -> dict[str, Any]:

@@ -17,10 +17,10 @@ import pytest
 from harness.checks.pytest_runner import build_check_command, parse_junit, plugin_source, staged_files
 from harness.checks.result import CheckResult
 from harness.checks.runner import CheckPlace, run_check
-from tests.checks.local import HERE, pytest_check, run_here
+from tests.harness.checks.local import HERE, pytest_check, run_here
 from workers.transport.local import LocalTransport
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PHOTO_ITEM = REPO / "prompts" / "open" / "07-photo-renamer"
 PHOTO_CHECK = PHOTO_ITEM / "checks" / "test_photo_renamer.py"
 

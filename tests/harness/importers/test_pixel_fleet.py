@@ -29,7 +29,7 @@ from harness.transcript import (
     ToolResult,
     read_transcript,
 )
-from tests.spine.test_cli_errors import assert_one_line_error, run_fleet
+from tests.support import assert_one_line_error, run_fleet
 from tests.fixtures import PIXEL_FLEET
 
 FIXTURES = PIXEL_FLEET
@@ -299,14 +299,14 @@ def replay(events: list[Event], policy: Any, until: int | None = None) -> RunPro
 ])
 def test_an_imported_transcript_replays_to_the_recorded_stop(label: str, stop_at: int, reason: str,
                                                               imported: dict[str, Path]) -> None:
-    """The transcript keeps what the budget reads (tests/guard/test_budget.py replays the raw file)."""
+    """The transcript keeps what the budget reads (tests/harness/guard/test_budget.py replays the raw file)."""
     budget = replay(events_of(imported[label]), OFF)
     assert budget.stop is not None and (budget.stop.call_index, budget.stop.reason) == (stop_at, reason)
 
 
 def test_with_seed_000_deferral_the_imported_runs_would_stop_later(imported: dict[str, Path]) -> None:
     """strixy's 11th and mac-mini's 12th results wait instead of stopping (they stop at 12 and 13 once
-    their never-run next calls are supplied: tests/guard/test_budget.py); the laptop still stops at 40."""
+    their never-run next calls are supplied: tests/harness/guard/test_budget.py); the laptop still stops at 40."""
     strixy = replay(events_of(imported["strixy-r107"]), DEFAULT_POLICY)
     assert strixy.stop is None and strixy.snapshot()["waiting"] is not None
     mac = replay(events_of(imported["mac-mini-r106"]), DEFAULT_POLICY)

@@ -14,9 +14,10 @@ from harness.importers.folder import write_run_folder
 from harness.importers.recorded import RecordedRun
 from harness.records import AttemptMeta, AttemptResult, ImportedMeta, read_meta
 from harness.store import Store
-from tests.spine.test_cli_errors import run_fleet
+from tests.support import run_fleet
+from tests.support import TESTS
 
-GOLDEN = Path(__file__).parents[1] / "golden"
+GOLDEN = TESTS / "golden"
 SWEEP = "20261201-213416-golden"
 OLDER_SWEEP = "20261201-213543-before-agent-kind"
 RENAMER = "local/07-photo-renamer/builtin/r1"
@@ -147,7 +148,7 @@ def test_a_new_import_replaces_a_folder_an_older_version_imported(tmp_path: Path
 
     src = GOLDEN / "v1" / "imported" / "fe9ee859-c533-483c-b978-5c4a672dc126"
     shutil.copytree(src, tmp_path / "out" / src.name)
-    fixture = Path(__file__).parents[1] / "fixtures" / "pixel-fleet" / "photo-renamer-tower2-d4a61f33.json"
+    fixture = TESTS / "fixtures" / "pixel-fleet" / "photo-renamer-tower2-d4a61f33.json"
     (folder,) = import_to_folder("pixel-fleet", fixture, tmp_path / "out")
     assert folder == tmp_path / "out" / src.name
     assert json.loads((folder / "meta.json").read_text())["schema_version"] == 2

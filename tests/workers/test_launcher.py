@@ -10,8 +10,9 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from tests.support import REPO
 
-LAUNCHER = Path(__file__).resolve().parents[2] / "workers" / "launcher.py"
+LAUNCHER = REPO / "workers" / "launcher.py"
 
 
 def attempt_dir(tmp_path: Path, argv: list[str], deadline_s: float = 30, env: dict[str, str] | None = None) -> Path:

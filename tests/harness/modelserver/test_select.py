@@ -24,8 +24,9 @@ from harness.modelserver import (
     parse_script,
     script_paths,
 )
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 Start = Callable[..., ScriptedModelServer]
 
 ALPHA = """schema_version = 1

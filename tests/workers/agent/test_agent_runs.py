@@ -35,8 +35,9 @@ from harness.transcript import (
     ToolResult,
     read_transcript,
 )
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 SCRIPTS = ROOT / "prompts" / "scripts" / "builtin"
 PHOTO_PROMPT = (ROOT / "prompts" / "open" / "07-photo-renamer" / "prompt.md").read_text(encoding="utf-8")
 FOREST_PROMPT = "make me a cool looking webpage with a forest theme"

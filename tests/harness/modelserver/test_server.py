@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from harness.modelserver import CONVERSATION_HEADER, ScriptedModelServer, parse_script
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 Start = Callable[..., ScriptedModelServer]
 
 

@@ -17,8 +17,9 @@ from workers.adapters.base import AttemptPaths
 from workers.adapters.builtin import BuiltinAdapter
 from workers.attempt import Timing, run_attempt
 from workers.transport.local import LocalTransport
+from tests.support import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PATHS = AttemptPaths("/home/fleet/runs/s1/c1/attempt-1")
 
 

@@ -11,6 +11,7 @@ from harness.grading import Grade, StopRecord, evidence_from_attempt, grade
 from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
 from harness.report import cell_results, write_report
 from harness.store import Store
+from tests.support import TESTS
 
 
 def _sweep() -> SweepRecord:
@@ -81,7 +82,7 @@ def test_report_rows_are_typed_and_read_from_a_real_sweep(tmp_path: Path) -> Non
     from harness.report import CellRow, CheckLine, cell_results
 
     sweep_id = "20261201-213416-golden"
-    shutil.copytree(Path(__file__).parents[1] / "golden" / "v1" / "runs" / sweep_id, tmp_path / sweep_id)
+    shutil.copytree(TESTS / "golden" / "v1" / "runs" / sweep_id, tmp_path / sweep_id)
     store = Store(tmp_path)
     sweep = store.load_sweep(sweep_id)
     rows = cell_results(store, sweep)

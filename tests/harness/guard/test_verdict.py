@@ -410,7 +410,7 @@ def test_strip_ansi_removes_colors_and_pty_line_ends() -> None:
         "cd /workspace/Playground/photo-renamer && python3 test_rename.py",
         "python -m pytest -q tests/",
         "pytest",
-        "PYTHONPATH=. .venv/bin/pytest tests/guard -q",
+        "PYTHONPATH=. .venv/bin/pytest tests/harness/guard -q",
         "npm test",
         "npm run test:unit",
         "yarn test",
@@ -462,7 +462,7 @@ def test_runner_for_command() -> None:
 # A run where no test ran: its own verdict, with the runner's words; deselected kept apart from skipped
 
 RUNNER_OUTPUTS = json.loads((Path(__file__).parent / "data" / "runner-outputs.json").read_text(encoding="utf-8"))
-"""Printed by the real pytest and unittest (tests/guard/data/make_runner_outputs.py)."""
+"""Printed by the real pytest and unittest (tests/harness/guard/data/make_runner_outputs.py)."""
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Make ``runner-outputs.json``: what the real test runners print when no test ran, and controls beside it.
 
-    .venv/bin/python tests/guard/data/make_runner_outputs.py [PYTHON ...]
+    .venv/bin/python tests/harness/guard/data/make_runner_outputs.py [PYTHON ...]
 
 Each case runs a real runner (pytest from this venv, unittest from each interpreter given, default this
 venv's) in a fresh folder holding one small test module, and keeps the command, the exit code and the

@@ -313,7 +313,7 @@ RUNNER_OUTPUTS = json.loads((Path(__file__).parent / "data" / "runner-outputs.js
 @pytest.mark.parametrize(
     ("case", "said", "normal_path"),
     [
-        # Real pytest and unittest output (tests/guard/data/make_runner_outputs.py). Exit 5 stays failed on the
+        # Real pytest and unittest output (tests/harness/guard/data/make_runner_outputs.py). Exit 5 stays failed on the
         # normal path, exit 0 passes there as before (seed 003); only the refusal receipt names the difference.
         ("pytest-q-deselected-only", "3 deselected", "failed"),
         ("pytest-empty", "no tests ran", "failed"),

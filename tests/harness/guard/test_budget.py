@@ -23,6 +23,7 @@ from harness.guard.budget import (
 )
 from harness.guard.results import INSPECTION_KIND, TRANSITION_UNTESTED
 from tests.fixtures import PIXEL_FLEET
+from tests.support import REPO
 
 OFF = DEFAULT_POLICY.model_copy(update={"deferral": False})
 FAILED = {"isError": True}
@@ -103,7 +104,7 @@ def test_package_exports_and_import_isolation() -> None:
         assert hasattr(harness.guard, name), name
     code = ("import sys, harness.guard; heavy = {'celery', 'fabric', 'rich', 'click', 'workers', 'paramiko'};"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(root)})
     assert out.stdout.strip() == "[]"

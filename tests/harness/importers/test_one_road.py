@@ -16,8 +16,9 @@ from harness.importers.events import to_events
 from harness.importers.recorded import RecordedRun
 from harness.transcript import Event, ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
 from tests.fixtures import PIXEL_FLEET
+from tests.support import TESTS
 
-DATA = Path(__file__).parents[1] / "agents" / "data"
+DATA = TESTS / "agents" / "data"
 TOUR = DATA / "openclaw" / "jsonl" / "tour-v3.jsonl"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness.checks.runner import RUNNERS, CheckPlace, CheckRunner, run_check, runner_for
 from harness.checks.spec import CheckSpec, check_kind
-from tests.checks.local import HERE, pytest_check, run_here
+from tests.harness.checks.local import HERE, pytest_check, run_here
 from workers.transport.local import LocalTransport
 
 
