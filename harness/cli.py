@@ -137,6 +137,9 @@ def _fail_on(value: str | None) -> frozenset[str]:
 
     names = _csv(value) or []
     known = get_args(GradeName)
+    if value is not None and not names:
+        # An empty list would silently turn the gate off: a CI job that meant to gate must hear of it.
+        raise UsageError(f"--fail-on {value!r}: no grade given (grades: {', '.join(known)})")
     bad = [n for n in names if n not in known]
     if bad:
         raise UsageError(f"--fail-on {bad[0]!r}: not a grade (grades: {', '.join(known)})")
@@ -592,8 +595,11 @@ def hosts_prepare(inventory, names) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    from harness.stopping import stop_signals
+
     try:
-        return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
+        with stop_signals():
+            return cli.main(args=argv, prog_name="fleet", standalone_mode=False)
     except SweepInterrupted as exc:
         # Running attempts were revoked, their agents stopped, and each was recorded.
         err_console.print(f"fleet: {exc}", markup=False, soft_wrap=True)

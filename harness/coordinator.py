@@ -11,33 +11,25 @@ again and again never buys a broken cell a fresh budget; ``resume --retry-exhaus
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from harness.catalog import Catalog
-from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, harness_failure, record_result
-from harness.errors import DispatchError, SweepInterrupted, UsageError
+from harness.dispatch import (Dispatcher, Event, Planned, RetryPolicy, forget_result, grade_attempt, harness_failure,
+                             record_result, result_from_backend)
+from harness.errors import DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
 from harness.records import AttemptSummary, Cell, SweepRecord
 from harness.settings import Settings, redact
+from harness.stopping import Stopped
 from harness.store import Store, SweepWriter
 from workers.app import configure, queue_for
 
-__all__ = ["Coordinator", "Stopped", "summary_failure", "budget_used", "NOT_COUNTED"]
+__all__ = ["Coordinator", "summary_failure", "budget_used", "NOT_COUNTED"]
 
 NOT_COUNTED = frozenset({"revoked", "abandoned"})
 """Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them."""
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached the coordinator: handled exactly as Ctrl-C is (a KeyboardInterrupt)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signal_name = signal.Signals(signum).name
-        super().__init__(self.signal_name)
 
 
 def summary_failure(a: AttemptSummary):
@@ -101,6 +93,13 @@ class Coordinator:
                 if last is None:
                     out.append(Planned(cell, 1, budget))
                     continue
+                if not last.grade:
+                    # Recorded but never graded (the coordinator was stopped in between): grade it now, or a
+                    # harness failure only its grade can show would pass for a measured result.
+                    try:
+                        grade_attempt(w, sweep, cell, last.attempt)
+                    except FleetError as exc:
+                        self.on_warning(f"{cell.id} attempt {last.attempt}: cannot grade: {exc}")
                 if summary_failure(last) is None:
                     continue  # measured: a model result is never run again by resume
                 k = self._next_attempt(sweep, cell)
@@ -141,21 +140,15 @@ class Coordinator:
         except Exception as exc:  # noqa: BLE001 - the backend's own errors, translated here
             raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
         if state == "SUCCESS":
-            from harness.records import AttemptResult
-
-            try:
-                result = AttemptResult.model_validate(ar.result)
-            except ValueError as exc:
-                result = harness_failure(sweep.id, cell, attempt, "worker_error",
-                                         f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
-            record_result(w, sweep, cell, result, self.on_event)
-            ar.forget()
+            record_result(w, sweep, cell, result_from_backend(ar.result, sweep.id, cell, attempt), self.on_event)
+            forget_result(ar)
             return
         app.control.revoke(task_id, terminate=True, signal="SIGTERM")
         record_result(w, sweep, cell, harness_failure(
             sweep.id, cell, attempt, "abandoned",
             "the coordinator stopped before this attempt's result arrived; a late result is discarded",
         ), self.on_event)
+        forget_result(ar)  # what the backend kept of the task (its state row) goes with it
 
     @contextlib.contextmanager
     def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
@@ -205,7 +198,7 @@ class Coordinator:
 
         queues = [queue_for(h, self.settings.namespace) for h in sorted(hosts)]
         concurrency = min(16, sum(inventory.hosts[h].slots for h in hosts))
-        with embedded_worker(app, queues, concurrency):
+        with embedded_worker(app, queues, concurrency, lock_dir=self.settings.queue_dir):
             yield
 
     def _warn_unserved(self, app, hosts: set[str]) -> None:
@@ -224,19 +217,26 @@ class Coordinator:
     def _run(
         self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[Planned]], fresh: bool = False
     ) -> SweepRecord:
-        """Run the planned attempts. Ctrl-C, SIGTERM and SIGHUP stop it the same way: what is in flight is
-        revoked and recorded, the sweep is left ``interrupted``, and ``SweepInterrupted`` names the id to resume.
+        """Run the planned attempts. A KeyboardInterrupt (Ctrl-C, or SIGTERM / SIGHUP through
+        ``harness.stopping``) stops it: what is in flight is revoked and recorded, the sweep is left
+        ``interrupted``, and ``SweepInterrupted`` names the id to resume.
         A new sweep that fails before it dispatched anything is removed again: it never becomes "the latest"."""
         try:
-            with _stop_signals(), self.store.writer(sweep.id) as writer:
+            with self.store.writer(sweep.id) as writer:
                 planned = plan(writer)
                 hosts = {p.cell.host for p in planned}
                 missing = sorted(hosts - set(inventory.hosts))
                 if missing:
                     raise UsageError(f"{inventory.path}: the sweep needs host {missing[0]!r}, which this inventory lacks")
+                for p in planned:
+                    if p.cell.agent not in inventory.hosts[p.cell.host].agents:
+                        raise UsageError(f"{inventory.path}: hosts.{p.cell.host}.agents has no {p.cell.agent!r}, which "
+                                         f"cell {p.cell.id} of the sweep needs")
                 writer.save_sweep(sweep)
                 self.on_start(sweep)
                 if not planned:
+                    if sweep.status != "finished":
+                        writer.set_status(sweep, "finished")  # nothing left to run: the sweep has run to its end
                     return sweep
                 app = configure(self.settings)
                 with self._scripted_models(sweep, inventory, hosts), self._workers(sweep, inventory, hosts):
@@ -250,7 +250,7 @@ class Coordinator:
             if fresh and not dispatched:
                 self.store.discard_sweep(sweep.id)
             if isinstance(exc, KeyboardInterrupt):
-                how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+                how = exc.how if isinstance(exc, Stopped) else "Ctrl-C"
                 raise SweepInterrupted(sweep.id, how, resumable=dispatched or not fresh) from exc
             raise
         return sweep
@@ -263,22 +263,3 @@ def _check_broker(app, settings: Settings) -> None:
             conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=5)
     except Exception as exc:  # noqa: BLE001 - kombu, redis and socket errors alike: translated here
         raise DispatchError(f"cannot reach the broker at {redact(settings.broker_url)}: {exc}") from exc
-
-
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise ``Stopped`` (a KeyboardInterrupt) while a sweep runs, so a coordinator stopped
-    by a service manager or a closed terminal records ``interrupted`` exactly as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread; whoever runs us there owns them
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise Stopped(signum)
-
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)

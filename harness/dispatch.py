@@ -44,7 +44,8 @@ from workers.app import TASK_RUN_ATTEMPT
 if TYPE_CHECKING:
     from harness.grading import Grade
 
-__all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result"]
+__all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
+           "result_from_backend", "forget_result"]
 
 
 @dataclass(frozen=True)
@@ -210,17 +211,13 @@ class Dispatcher:
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
             self._per_host[f.cell.host] -= 1
-            f.async_result.forget()
+            forget_result(f.async_result)
             progressed = True
         return progressed
 
     def _result_of(self, f: _InFlight, state: str) -> AttemptResult:
         if state == "SUCCESS":
-            try:
-                return AttemptResult.model_validate(f.async_result.result)
-            except ValueError as exc:  # pydantic's ValidationError: a worker of another version, or a hostile one
-                return harness_failure(self.sweep.id, f.cell, f.attempt, "worker_error",
-                                       f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
+            return result_from_backend(f.async_result.result, self.sweep.id, f.cell, f.attempt)
         failure = f.async_result.result
         if isinstance(failure, WorkerLostError) or "WorkerLostError" in type(failure).__name__:
             reason, error = "worker_lost", f"the worker running the attempt died: {failure}"
@@ -266,9 +263,34 @@ class Dispatcher:
                                          "was revoked and a late result is discarded")
             try:
                 record_result(self.writer, self.sweep, f.cell, result, self.on_event)
+                forget_result(f.async_result)
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
             del self._in_flight[task_id]
+
+
+def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -> AttemptResult:
+    """A worker's result, checked: it must parse, and be the attempt that was sent (its sweep, cell and attempt
+    number decide where its files go). Anything else is that attempt's ``worker_error``, never a record of it."""
+    try:
+        result = AttemptResult.model_validate(data)
+    except ValueError as exc:  # pydantic's ValidationError: a worker of another version, or a hostile one
+        return harness_failure(sweep_id, cell, attempt, "worker_error",
+                               f"the worker's result is not a valid attempt result: {str(exc).splitlines()[0]}")
+    if (result.sweep_id, result.cell_id, result.attempt) != (sweep_id, cell.id, attempt):
+        return harness_failure(sweep_id, cell, attempt, "worker_error",
+                               f"the worker answered for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
+                               f"{result.attempt}: not the attempt it was sent")
+    return result
+
+
+def forget_result(async_result: AsyncResult) -> None:
+    """Drop a recorded attempt's result from the backend. A backend that cannot (full disk, gone) keeps it: a
+    later ``resume`` finds that attempt already recorded and changes nothing."""
+    try:
+        async_result.forget()
+    except Exception:  # noqa: BLE001 - the record is already durable; nothing is lost
+        pass
 
 
 def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: AttemptResult,
@@ -280,14 +302,20 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
     try:
         if not writer.record_attempt(sweep, result):
             return None
-    except (InfrastructureError, StoreError) as exc:
-        reason = exc.reason if isinstance(exc, InfrastructureError) else "store_error"
+    except Exception as exc:  # noqa: BLE001 - whatever one delivery does, it is that attempt's failure
+        if isinstance(exc, InfrastructureError):
+            reason = exc.reason
+        else:
+            reason = "store_error"
+            if not isinstance(exc, StoreError):
+                exc = StoreError(f"cannot store the delivery: {type(exc).__name__}: {exc}")
         on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: {exc}"))
         failed = harness_failure(sweep.id, cell, result.attempt, reason, str(exc))
         # What is known of the run stays on record; only the delivery's files are refused.
         failed = failed.model_copy(update={
             k: getattr(result, k) for k in ("model", "agent_command", "agent_version", "agent_kind", "harness_commit",
-                                            "worker", "workspace", "host_facts", "started_at", "ended_at", "duration_s")})
+                                            "worker", "workspace", "host_facts", "started_at", "agent_started_at",
+                                            "ended_at", "duration_s", "exit_code")})
         if not writer.record_attempt(sweep, failed):
             return None
         result = failed

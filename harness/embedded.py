@@ -6,14 +6,17 @@ the broker (SQLite) and the pool (threads) differ, so a new user's first sweep e
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import socket
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from celery import Celery
+from kombu import Queue
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
@@ -31,9 +34,29 @@ class _Controller(WorkController):
         self.ready.set()
 
 
+def _declare_queues(app: Celery, queues: list[str], lock_dir: Path) -> None:
+    """Create the queues' rows in the SQLite broker one process at a time. Two coordinators starting at once on
+    one results directory would otherwise both insert the same queue row, and the loser's worker dies on the
+    UNIQUE constraint before it consumes anything."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".declare.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with app.connection_for_write() as conn:
+                channel = conn.default_channel
+                for name in queues:
+                    Queue(name).bind(channel).declare()
+        except Exception as exc:  # noqa: BLE001 - the broker's own errors, translated here
+            raise DispatchError(f"cannot set up the embedded queue under {lock_dir}: {exc}") from exc
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextmanager
-def embedded_worker(app: Celery, queues: list[str], concurrency: int) -> Iterator[WorkController]:
+def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: Path | None = None) -> Iterator[WorkController]:
     """Run a worker on a thread while the block runs; stop it (finishing nothing new) afterwards."""
+    if lock_dir is not None:
+        _declare_queues(app, queues, lock_dir)
     logging.getLogger("celery").setLevel(logging.WARNING)
     logging.getLogger("kombu").setLevel(logging.WARNING)
     worker = _Controller(

@@ -31,9 +31,10 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator, get_args
 
 from pydantic import ValidationError
 
@@ -59,7 +60,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay writable.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc}") from exc
     try:
@@ -74,6 +76,17 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def storable_name(name: str) -> str:
+    """An artifact name as the store can keep it: a name that is not valid Unicode (a file name of raw bytes on
+    the host, decoded with surrogates) gets its bad bytes written as ``\\udcff`` escapes, so it can be a file
+    name, a JSON string and an index row; the file is kept, under a name that says what it was."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _safe_relpath(name: str) -> PurePosixPath:
@@ -151,13 +164,17 @@ class Store:
         return sweeps[-1]
 
     def is_being_written(self, sweep_id: str) -> bool:
-        """True while some process holds the sweep's writer lock (a coordinator is running it)."""
+        """True while some process holds the sweep's writer lock (a coordinator is running it). Opens the lock
+        read-only and asks for a shared lock for an instant, so it works on a read-only copy of the results;
+        a writer that asks in that instant waits for it (``Store.writer`` retries briefly)."""
         lock_path = self.sweep_dir(sweep_id) / ".lock"
-        if not lock_path.exists():
-            return False
-        with open(lock_path, "a+") as lock:
+        try:
+            lock = open(lock_path, "rb")
+        except OSError:
+            return False  # no lock file: nobody ever wrote it here, or it cannot be read: say nothing
+        with lock:
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 return True
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -211,11 +228,17 @@ class Store:
             lock = open(d / ".lock", "a+")
         except OSError as exc:
             raise StoreError(f"cannot write {d}: {exc.strerror or exc}") from exc
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise UsageError(f"sweep {sweep_id} is being written by another fleet process") from None
+        # A reader (`fleet status`) holds a shared lock for an instant: wait that out, never a real writer.
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    lock.close()
+                    raise UsageError(f"sweep {sweep_id} is being written by another fleet process") from None
+                time.sleep(0.05)
         w = SweepWriter(self, sweep_id)
         try:
             yield w
@@ -274,13 +297,32 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
             if kind == "attempt":
                 _upsert(sweep, entry["cell"], AttemptSummary.model_validate(entry["summary"]))
             elif kind == "status":
-                sweep.status = entry["status"]
-                sweep.finished_at = entry.get("finished_at", sweep.finished_at)
+                status, finished_at = entry["status"], entry.get("finished_at", sweep.finished_at)
+                if status not in _STATUSES or not isinstance(finished_at, str):
+                    raise ValueError(f"status entry {status!r}, finished_at {finished_at!r}: not a sweep state")
+                sweep.status, sweep.finished_at = status, finished_at
             else:
                 raise ValueError(f"unknown entry type {kind!r}")
         except (ValueError, KeyError, TypeError, ValidationError) as exc:
             why = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
             raise StoreError(f"{journal}: line {n}: {why}") from None
+
+
+_STATUSES = get_args(SweepRecord.model_fields["status"].annotation)
+
+
+def _cut_torn_tail(journal: Path) -> None:
+    """Before a writer appends: a last line a crash cut short (no newline) was never acknowledged and readers
+    ignore it; cut it off, or the next entry would be glued to it and make the whole journal unreadable."""
+    try:
+        with open(journal, "r+b") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
+                f.flush()
+                os.fsync(f.fileno())
+    except FileNotFoundError:
+        return
 
 
 def _upsert(sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
@@ -312,6 +354,7 @@ class SweepWriter:
         path = self.store.sweep_dir(self.sweep_id) / JOURNAL
         try:
             if self._journal is None:
+                _cut_torn_tail(path)
                 self._journal = open(path, "ab")
             self._journal.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
             self._journal.flush()
@@ -403,15 +446,28 @@ class SweepWriter:
         ``ArtifactRefused`` (bad bytes or names: nothing is written) or ``StoreError`` (the disk refused:
         what was written of it is removed again); the sweep's state is unchanged in every case.
         """
+        if result.sweep_id != sweep.id or not any(c.id == result.cell_id for c in sweep.cells) or result.attempt < 1:
+            # The folder is made from these: a result naming another sweep or a cell the plan lacks must never
+            # decide where files go.
+            raise ArtifactRefused(f"a result for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
+                                  f"{result.attempt} does not belong to sweep {sweep.id}", host=result.host)
         runs = sweep.attempts.setdefault(result.cell_id, [])
         summary = next((a for a in runs if a.attempt == result.attempt), None)
         if summary is not None and summary.status != "dispatched":
             return False
         folder = self.store.attempt_dir(sweep.id, result.cell_id, result.attempt)
+        result = result.model_copy(update={"artifacts": [a.model_copy(update={"name": storable_name(a.name)})
+                                                         for a in result.artifacts]})
         # Check every artifact before writing any, so a refused delivery leaves no file behind.
         files = []
-        for art in result.artifacts:
-            path = folder / _safe_relpath(art.name)
+        rels = [_safe_relpath(art.name) for art in result.artifacts]
+        names = set(rels)
+        for art, rel in zip(result.artifacts, rels):
+            # Two artifacts of one name, or one whose name is another's folder, cannot both be kept as files.
+            if rels.count(rel) > 1 or any(parent in names for parent in rel.parents):
+                raise ArtifactRefused(f"artifact name {art.name!r} is given twice, or under another artifact's name",
+                                      host=result.host)
+            path = folder / rel
             try:
                 data = art.data()
             except ValueError:

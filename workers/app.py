@@ -54,7 +54,9 @@ app.conf.update(
     task_reject_on_worker_lost=False,
     worker_prefetch_multiplier=1,
     task_track_started=True,
-    result_extended=True,
+    # Not extended: the backend keeps a task's state and result only, never its arguments (an agent's env may
+    # hold an API key, and a revoked task's row would keep it).
+    result_extended=False,
     result_expires=7 * 24 * 3600,
     task_routes=(route,),
     task_default_queue="fleet.default",

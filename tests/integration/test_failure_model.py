@@ -33,6 +33,7 @@ kind = "openclaw"
 program = "{silent}"
 [defaults.agents.slow]
 kind = "command"
+env = {{ FLEET_TEST_API_KEY = "sk-TOPSECRET-0451" }}
 command = ["sh", "-c", "touch \\"$1.started\\"; exec sleep 300", "sh", "{{answer_file}}"]
 [hosts.one]
 workdir = "{work}/one"
@@ -76,6 +77,7 @@ def test_a_graded_harness_failure_is_retried_and_resume_keeps_the_budget(tmp_pat
     assert again.returncode == 3
     assert "already used all 3 attempts" in again.stderr and "--retry-exhausted" in again.stderr
     assert _cells(again.stdout)[cell["id"]]["attempts"] == 3
+    assert json.loads(again.stdout)["status"] == "finished"  # nothing left to run: it ran to its end
     # --retry-exhausted asks for one.
     fresh = run_embedded(["resume", sweep, "--retry-exhausted", "--max-attempts", "2", "--json"], tmp_path, **FAST)
     assert _cells(fresh.stdout)[cell["id"]]["attempts"] == 5
@@ -113,6 +115,9 @@ def test_fail_on_gates_on_grades_and_rejects_unknown_ones(tmp_path: Path) -> Non
     gated = run_embedded(args + ["--fail-on", "DELIVERED"], tmp_path)
     assert gated.returncode == 4
     assert f"--fail-on DELIVERED: 1 cell(s): {cell['id']} DELIVERED" in gated.stderr
+    for empty in ("", ",", " "):
+        off = run_embedded(args + ["--fail-on", empty], tmp_path)
+        assert off.returncode == 2 and "no grade given" in off.stderr, off.stderr
     bad = run_embedded(args + ["--fail-on", "GREAT"], tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "fleet: error: --fail-on 'GREAT': not a grade (grades: DELIVERED, PARTIAL, NOTHING, CODE_IN_CHAT, HARNESS_FAILURE)")
@@ -167,26 +172,33 @@ def test_one_bad_delivery_is_that_attempts_failure_and_every_other_cell_goes_on(
     assert not list(tmp_path.rglob("outside.txt"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(("sig", "times"), [(signal.SIGTERM, 1), (signal.SIGHUP, 1), (signal.SIGTERM, 3),
+                                           (signal.SIGINT, 3)])
+def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, sig: signal.Signals, times: int) -> None:
+    """One signal or three in a row (an impatient operator): exit 130, every attempt recorded, agents killed."""
     inv, cat = _setup(tmp_path)
-    proc = start_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--hosts", "one", "--agents", "slow",
+    proc = start_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--agents", "slow",
                            "--label", "stopme"], tmp_path)
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "hosts").rglob("*.started")):
+    while len(list((tmp_path / "hosts").rglob("*.started"))) < 2:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the agent never started"
+        assert time.monotonic() < deadline, "the agents never started"
         time.sleep(0.2)
-    proc.send_signal(sig)
+    for _ in range(times):
+        proc.send_signal(sig)
+        time.sleep(0.05)
     out, err = proc.communicate(timeout=120)
     (sweep_id,) = [p.name for p in (tmp_path / "runs").iterdir() if p.name.endswith("-stopme")]
     assert proc.returncode == 130, err[-2000:]
-    assert err.strip().splitlines()[-1] == f"fleet: interrupted ({sig.name}); continue with `fleet resume {sweep_id}`"
+    how = "Ctrl-C" if sig == signal.SIGINT else sig.name
+    assert err.strip().splitlines() == [f"fleet: interrupted ({how}); continue with `fleet resume {sweep_id}`"]
     record = json.loads((tmp_path / "runs" / sweep_id / "sweep.json").read_text())
     assert record["status"] == "interrupted"
-    ((attempt,),) = record["attempts"].values()
     # Settled, not left `running`: revoked (the user's stop, not counted against the budget).
-    assert (attempt["status"], attempt["reason"]) == ("harness_failure", "revoked")
+    assert [(a["status"], a["reason"]) for runs in record["attempts"].values() for a in runs] == [
+        ("harness_failure", "revoked")] * 2
+    # The agents' environment (an API key) is nowhere in the results, the queue's own files included.
+    assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and b"sk-TOPSECRET-0451" in p.read_bytes()]
     # The agent's process group was killed: no process is left working in this test's host folder.
     deadline = time.monotonic() + 30
     while _working_in(tmp_path / "hosts"):
@@ -227,3 +239,36 @@ def test_a_sweep_that_fails_before_dispatching_leaves_no_sweep_behind(tmp_path: 
     assert not runs.exists() or [p.name for p in runs.iterdir() if not p.name.startswith(".") and p.is_dir()] == []
     status = run_embedded(["status"], tmp_path)
     assert status.returncode == 2 and "no sweeps yet" in status.stderr
+
+
+def test_resume_grades_an_attempt_its_stopped_coordinator_recorded_but_never_graded(tmp_path: Path) -> None:
+    """Stopped between recording and grading: the attempt looks measured (finished, exit 0) until its grade says
+    it is the fleet's failure. resume grades it first, then retries it within the budget."""
+    inv, cat = _setup(tmp_path)
+    r = run_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--hosts", "one", "--agents", "silent",
+                      "--max-attempts", "1", "--json"], tmp_path, **FAST)
+    assert r.returncode == 3
+    sweep = json.loads(r.stdout)["sweep"]
+    path = tmp_path / "runs" / sweep / "sweep.json"
+    record = json.loads(path.read_text())
+    (runs,) = record["attempts"].values()
+    runs[0].update(grade="", failure="")  # as a coordinator stopped right after record_attempt left it
+    path.write_text(json.dumps(record))
+    again = run_embedded(["resume", sweep, "--max-attempts", "2", "--json"], tmp_path, **FAST)
+    (cell,) = _cells(again.stdout).values()
+    assert (cell["attempts"], cell["failure"]) == (2, "no_transcript"), again.stderr[-2000:]
+
+
+def test_resume_with_an_agent_the_inventory_no_longer_has_is_one_line(tmp_path: Path) -> None:
+    inv, cat = _setup(tmp_path)
+    r = run_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--hosts", "one", "--agents", "silent",
+                      "--max-attempts", "1", "--json"], tmp_path, **FAST)
+    sweep = json.loads(r.stdout)["sweep"]
+    inv.write_text(inv.read_text().replace("[defaults.agents.silent]", "[defaults.agents.renamed]"))
+    for args in (["resume", sweep, "--max-attempts", "3"], ["rerun", "one", "01-a", "--sweep", sweep]):
+        again = run_embedded(args, tmp_path, **FAST)
+        assert again.returncode == 2 and "Traceback" not in again.stderr, again.stderr[-2000:]
+        assert again.stderr.strip().splitlines()[-1].endswith(
+            "hosts.one.agents has no 'silent', which cell one/01-a/silent/r1 of the sweep needs")
+    assert json.loads((tmp_path / "runs" / sweep / "sweep.json").read_text())["status"] == "finished"
+

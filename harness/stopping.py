@@ -1,0 +1,51 @@
+"""Stopping a `fleet` command: Ctrl-C, SIGTERM (a service manager) and SIGHUP (a closed terminal) alike.
+
+The first of them raises ``Stopped`` (a KeyboardInterrupt) in the main thread, so a running sweep revokes
+what is in flight, records it, kills its agents and leaves the sweep ``interrupted``. Every later one is
+ignored: a second Ctrl-C while the agents are being killed must not cut that short (and leave them running),
+nor print a traceback from the interpreter's shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from types import FrameType
+from typing import Iterator
+
+__all__ = ["Stopped", "stop_signals", "SIGNALS"]
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal reached the process; ``how`` names it as people say it (Ctrl-C, SIGTERM, SIGHUP)."""
+
+    def __init__(self, signum: int) -> None:
+        self.how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        super().__init__(self.how)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """While the block runs, the first stop signal raises ``Stopped`` and the rest are ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be set from the main thread; whoever runs us there owns them
+        return
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise Stopped(signum)
+
+    old = {sig: signal.signal(sig, stop) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        # Still stopping (agents being killed, records written) until here: only now do the old handlers return.
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
