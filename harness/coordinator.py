@@ -190,6 +190,7 @@ class Coordinator:
     def _workers(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
         app = configure(self.settings)
         if not self.settings.embedded:
+            self._check_visibility(sweep, hosts)
             _check_broker(app, self.settings)
             self._warn_unserved(app, hosts)
             yield
@@ -200,6 +201,22 @@ class Coordinator:
         concurrency = min(16, sum(inventory.hosts[h].slots for h in hosts))
         with embedded_worker(app, queues, concurrency, lock_dir=self.settings.queue_dir):
             yield
+
+    def _check_visibility(self, sweep: SweepRecord, hosts: set[str]) -> None:
+        """Redis hands an unacknowledged task to another worker after the visibility timeout. One shorter than a
+        task's run would deliver a running attempt again and again, even after the sweep ended: refuse it."""
+        from harness.dispatch import task_time_limit
+
+        cells = [c for c in sweep.cells if c.host in hosts]
+        if not cells:
+            return
+        longest = max(task_time_limit(sweep.items[c.item].timeout_s) for c in cells)
+        if self.settings.visibility_timeout_s < longest:
+            item = max((sweep.items[c.item] for c in cells), key=lambda i: i.timeout_s)
+            raise UsageError(
+                f"FLEET_VISIBILITY_TIMEOUT={self.settings.visibility_timeout_s} s is shorter than an attempt of "
+                f"{item.id} may run ({item.timeout_s} s timeout + 900 s for checks and collecting = {longest} s): "
+                f"Redis would deliver it again while it runs; set it to at least {longest}")
 
     def _warn_unserved(self, app, hosts: set[str]) -> None:
         """Say which host queues no running worker consumes: the sweep would wait for one."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from harness.grading import Grade
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
-           "result_from_backend", "forget_result"]
+           "result_from_backend", "forget_result", "task_time_limit"]
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class Dispatcher:
                 task_id=task_id,
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
                 soft_time_limit=item.timeout_s + 600,
-                time_limit=item.timeout_s + 900,
+                time_limit=task_time_limit(item.timeout_s),
             )
         except Exception as exc:  # kombu/redis errors: the queue itself failed
             raise DispatchError(f"cannot send {cell.id} attempt {attempt} to the queue: {exc}") from exc
@@ -267,6 +267,11 @@ class Dispatcher:
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
             del self._in_flight[task_id]
+
+
+def task_time_limit(timeout_s: int) -> int:
+    """The hard time limit of an attempt's task: the item's timeout plus the grace for checks and collecting."""
+    return timeout_s + 900
 
 
 def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -> AttemptResult:

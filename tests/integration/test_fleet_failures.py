@@ -143,8 +143,10 @@ def test_a_task_whose_whole_worker_died_is_delivered_again(tmp_path, ssh_hosts, 
     fast = {"FLEET_VISIBILITY_TIMEOUT": "4", "FLEET_SLOT_TTL": "3"}
     first = workers(["delta"], inv, concurrency=1, **fast)
     runs = tmp_path / "runs"
+    # The short visibility timeout is the workers' (the consumer restores unacknowledged tasks); the coordinator
+    # keeps the default, which it checks against the item's run.
     proc = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
-                        "--broker", redis_server.url], namespace, fast)
+                        "--broker", redis_server.url], namespace)
     _wait_for(marker)
     os.killpg(first.proc.pid, 9)  # the whole worker, main process and pool, dies without a word
     first.proc.wait(10)
@@ -184,3 +186,19 @@ def test_interrupting_a_sweep_revokes_and_kills_the_remote_agent(tmp_path, ssh_h
     while any(_alive(p) for p in started) and time.monotonic() < end:
         time.sleep(0.1)
     assert not any(_alive(p) for p in started), "a revoked attempt left its agent running on the host"
+
+
+def test_a_visibility_timeout_shorter_than_an_attempt_is_refused_before_anything_runs(tmp_path, ssh_hosts, client_key,
+                                                                                       redis_server, namespace):
+    """Redis would deliver a running attempt again every FLEET_VISIBILITY_TIMEOUT seconds, even after the sweep."""
+    host = ssh_hosts["delta"]
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0])])
+    prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"}, timeout_s=120)
+    runs = tmp_path / "runs"
+    r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--runs", str(runs), "--broker",
+                   redis_server.url], namespace, {"FLEET_VISIBILITY_TIMEOUT": "600"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip() == (
+        "fleet: error: FLEET_VISIBILITY_TIMEOUT=600 s is shorter than an attempt of 01-one may run (120 s timeout + "
+        "900 s for checks and collecting = 1020 s): Redis would deliver it again while it runs; set it to at least 1020")
+    assert not runs.exists() or not [p for p in runs.iterdir() if not p.name.startswith(".") and p.is_dir()]
