@@ -85,9 +85,10 @@ class Event:
     """For ``recorded``: the attempt's grade, when it could be graded."""
 
 
-def task_id_for(sweep_id: str, cell_id: str, attempt: int) -> str:
-    """Stable task id: a delivered-twice task and its result are recognised as the same attempt."""
-    return f"{sweep_id}:{cell_id}:a{attempt}"
+def task_id_for(sweep_id: str, cell_id: str, attempt: int, uid: str = "") -> str:
+    """Stable task id: a delivered-twice task and its result are recognised as the same attempt. The sweep's uid
+    keeps two sweeps of one id (two results directories, one broker, the same second) apart."""
+    return f"{sweep_id}.{uid}:{cell_id}:a{attempt}" if uid else f"{sweep_id}:{cell_id}:a{attempt}"
 
 
 @dataclass
@@ -159,6 +160,7 @@ class Dispatcher:
         item = self.sweep.items[cell.item]
         return AttemptRequest(
             sweep_id=self.sweep.id,
+            sweep_uid=self.sweep.uid,
             cell=cell,
             attempt=attempt,
             host=host,
@@ -172,7 +174,7 @@ class Dispatcher:
         )
 
     def _send(self, cell: Cell, attempt: int) -> None:
-        task_id = task_id_for(self.sweep.id, cell.id, attempt)
+        task_id = task_id_for(self.sweep.id, cell.id, attempt, self.sweep.uid)
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle.

@@ -77,6 +77,7 @@ def plan_sweep(
         created_at=utc_now(),
         inventory=inventory.absolute_path or inventory.path,
         inventory_sha256=inventory.sha256,
+        uid=secrets.token_hex(6),
         prompts=str(Path(catalog.root).resolve()),
         harness_commit=harness_commit(),
         options={"hosts": hosts, "items": items, "round": round_name, "agents": agents, "repeat": repeat},

@@ -114,6 +114,7 @@ class AttemptRequest(_Record):
 
     schema_version: int = RECORD_SCHEMA_VERSION
     sweep_id: str
+    sweep_uid: str = Field(default="", description="The sweep's uid: part of the attempt's folder on the host.")
     cell: Cell
     attempt: int = Field(ge=1)
     host: Host
@@ -379,6 +380,10 @@ class SweepRecord(_Record):
     status: Literal["planned", "running", "finished", "interrupted"] = "planned"
     inventory: str = Field(description="The inventory file's absolute path (older sweeps: as it was given).")
     inventory_sha256: str = Field(default="", description="sha256 of the inventory file when the sweep was planned.")
+    uid: str = Field(default="", description="Random, drawn when the sweep is planned. The id is unique in its results "
+                     "directory; task ids and the hosts' attempt folders also carry the uid, so two coordinators with "
+                     "their own results directories, one broker and one label in the same second never share them "
+                     "(sweeps planned before it: '').")
     prompts: str
     harness_commit: str
     options: dict[str, str | int | list[str] | None] = Field(default_factory=dict)

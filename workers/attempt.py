@@ -110,7 +110,9 @@ class _Attempt:
         workdir = self.req.host.workdir
         if workdir.startswith("~"):
             workdir = home.stdout.strip() + workdir[1:]
-        root = f"{workdir.rstrip('/')}/runs/{self.req.sweep_id}/{self.req.cell.id}/attempt-{self.req.attempt}"
+        # The sweep's uid keeps two sweeps of one id (two coordinators, one label, one second) out of each other's folders.
+        sweep_folder = f"{self.req.sweep_id}/{self.req.sweep_uid}" if self.req.sweep_uid else self.req.sweep_id
+        root = f"{workdir.rstrip('/')}/runs/{sweep_folder}/{self.req.cell.id}/attempt-{self.req.attempt}"
         self.paths = p = AttemptPaths(root)
         self.result.workspace = p.workspace
         # A fresh folder per attempt: whatever an earlier delivery of this task left is removed.

@@ -207,5 +207,33 @@ def test_two_coordinators_started_at_once_with_one_label_get_their_own_sweeps(
                           (sweep_id,)).fetchall()
         assert rows == [("alpha/01-hello/cmd/r1", 1, "finished"), ("alpha/02-again/cmd/r1", 1, "finished")]
         for cell in ("alpha/01-hello/cmd/r1", "alpha/02-again/cmd/r1"):
-            remote = alpha.workdir / "runs" / sweep_id / cell / "attempt-1"
+            uid = json.loads((runs / sweep_id / "sweep.json").read_text())["uid"]
+            remote = alpha.workdir / "runs" / sweep_id / uid / cell / "attempt-1"
             assert (remote / "workspace" / "received.txt").is_file(), remote
+
+
+def test_two_coordinators_with_their_own_results_directories_never_share_a_task(
+        tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    """One broker, one host, one label, the same second, but two results directories: both sweeps may get the same
+    id; their uids keep task ids and the host's attempt folders apart, so every attempt of both runs once."""
+    alpha = ssh_hosts["alpha"]
+    inv = write_inventory(tmp_path / "inv.toml", [alpha.toml(client_key[0], slots=2)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-hello": "hello\n", "02-again": "again\n"})
+    workers(["alpha"], inv, concurrency=2)
+    procs = [start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs",
+                          str(tmp_path / f"runs{i}"), "--broker", redis_server.url, "--label", "twin"], namespace)
+             for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    uids, task_ids = set(), set()
+    for i, (out, _) in enumerate(outs):
+        sweep_id = json.loads(out)["sweep"]
+        record = json.loads((tmp_path / f"runs{i}" / sweep_id / "sweep.json").read_text())
+        uids.add(record["uid"])
+        for cell, runs in record["attempts"].items():
+            (attempt,) = runs
+            assert attempt["status"] == "finished"
+            task_ids.add(attempt["task_id"])
+            remote = alpha.workdir / "runs" / sweep_id / record["uid"] / cell / "attempt-1"
+            assert (remote / "workspace" / "received.txt").is_file(), remote
+    assert len(uids) == 2 and len(task_ids) == 4

@@ -98,7 +98,7 @@ def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monke
     host = load_inventory(FLEET).hosts["tower1"]
     sent: list[str] = []
     fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append(name) or SimpleNamespace())
-    sweep = SimpleNamespace(id="s1", items={ITEM.id: ITEM})
+    sweep = SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM})
     writer = SimpleNamespace(dispatched=lambda *a: None)
     d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
     cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
