@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from harness.catalog import Catalog
-from harness.dispatch import (Dispatcher, Event, Planned, RetryPolicy, forget_result, grade_attempt, harness_failure,
-                             record_result, result_from_backend)
+from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
 from harness.errors import DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
@@ -139,16 +138,9 @@ class Coordinator:
             state = ar.state
         except Exception as exc:  # noqa: BLE001 - the backend's own errors, translated here
             raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
-        if state == "SUCCESS":
-            record_result(w, sweep, cell, result_from_backend(ar.result, sweep.id, cell, attempt), self.on_event)
-            forget_result(ar)
-            return
-        app.control.revoke(task_id, terminate=True, signal="SIGTERM")
-        record_result(w, sweep, cell, harness_failure(
-            sweep.id, cell, attempt, "abandoned",
-            "the coordinator stopped before this attempt's result arrived; a late result is discarded",
-        ), self.on_event)
-        forget_result(ar)  # what the backend kept of the task (its state row) goes with it
+        settle_attempt(app, w, sweep, cell, attempt, ar, state, "abandoned",
+                       "the coordinator stopped before this attempt's result arrived; a late result is discarded",
+                       self.on_event)
 
     @contextlib.contextmanager
     def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from harness.grading import Grade
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
-           "result_from_backend", "forget_result", "task_time_limit"]
+           "result_from_backend", "forget_result", "task_time_limit", "settle_attempt"]
 
 
 @dataclass(frozen=True)
@@ -250,26 +250,34 @@ class Dispatcher:
         name = type(why).__name__
         for task_id, f in list(self._in_flight.items()):
             try:
-                self.app.control.revoke(task_id, terminate=True, signal="SIGTERM")
-            except Exception:  # noqa: BLE001 - the broker may be the reason we stop; the launcher's deadline is the backstop
-                pass
-            result = None
+                state: str | None = f.async_result.state
+            except Exception:  # noqa: BLE001 - the backend may be the reason we stop
+                state = None
             try:
-                if f.async_result.state == "SUCCESS":
-                    result = self._result_of(f, "SUCCESS")
-            except Exception:  # noqa: BLE001 - the backend may be gone
-                result = None
-            if result is None:
-                result = harness_failure(self.sweep.id, f.cell, f.attempt, "revoked",
-                                         f"the sweep was stopped ({name}) before this attempt's result came; the attempt "
-                                         "was revoked and a late result is discarded")
-            try:
-                record_result(self.writer, self.sweep, f.cell, result, self.on_event)
-                forget_result(f.async_result)
+                settle_attempt(self.app, self.writer, self.sweep, f.cell, f.attempt, f.async_result, state, "revoked",
+                               f"the sweep was stopped ({name}) before this attempt's result came; the attempt was "
+                               "revoked and a late result is discarded", self.on_event)
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
             del self._in_flight[task_id]
 
+
+def settle_attempt(app: Celery, writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int,
+                   async_result: AsyncResult, state: str | None, reason: str, error: str,
+                   on_event: Callable[[Event], None] = lambda e: None) -> None:
+    """An attempt nobody will wait for any more (its sweep is stopping, or its coordinator went away): record its
+    result if it already came (``state`` SUCCESS), else revoke it (the worker kills the agent's group) and record
+    it as the harness failure ``reason``. Either way the backend forgets the task afterwards."""
+    if state == "SUCCESS":
+        result = result_from_backend(async_result.result, sweep.id, cell, attempt)
+    else:
+        try:
+            app.control.revoke(async_result.id, terminate=True, signal="SIGTERM")
+        except Exception:  # noqa: BLE001 - the broker may be gone; the launcher's deadline is the backstop
+            pass
+        result = harness_failure(sweep.id, cell, attempt, reason, error)
+    record_result(writer, sweep, cell, result, on_event)
+    forget_result(async_result)
 
 def task_time_limit(timeout_s: int) -> int:
     """The hard time limit of an attempt's task: the item's timeout plus the grace for checks and collecting."""
