@@ -20,7 +20,7 @@ from typing import Literal, get_args
 
 from harness import errors
 
-__all__ = ["FailureReason", "Failure", "Reason", "REASONS", "classify", "is_reason", "is_retried", "exception_for"]
+__all__ = ["FailureReason", "Failure", "Reason", "REASONS", "classify", "is_retried", "exception_for"]
 
 FailureReason = Literal[
     "host_unreachable",
@@ -88,10 +88,6 @@ REASONS: dict[str, Reason] = {
                errors.InfrastructureError),
     )
 }
-
-
-def is_reason(code: str) -> bool:
-    return code in REASONS
 
 
 def is_retried(code: str) -> bool:
