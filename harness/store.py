@@ -348,6 +348,8 @@ class SweepWriter:
         self._journal_lines = 0
         self._journal: BinaryIO | None = None
         self._db: sqlite3.Connection | None = None
+        self._plan: list | None = None
+        self._plan_ids: frozenset[str] = frozenset()
 
     # -- the journal --------------------------------------------------------------------------------
     def _append(self, entry: dict) -> None:
@@ -416,6 +418,13 @@ class SweepWriter:
                 self._db.close()
                 self._db = None
 
+    def _cell_ids(self, sweep: SweepRecord) -> frozenset[str]:
+        """The planned cells' ids, made once per plan: a scan of 100,000 cells per attempt would make recording
+        grow with the sweep again."""
+        if self._plan is not sweep.cells:
+            self._plan, self._plan_ids = sweep.cells, frozenset(c.id for c in sweep.cells)
+        return self._plan_ids
+
     # -- the index ----------------------------------------------------------------------------------
     def _execute(self, *statements: tuple[str, list | tuple]) -> None:
         """Run statements in one transaction on the writer's own connection (kept open: opening one per
@@ -446,7 +455,7 @@ class SweepWriter:
         ``ArtifactRefused`` (bad bytes or names: nothing is written) or ``StoreError`` (the disk refused:
         what was written of it is removed again); the sweep's state is unchanged in every case.
         """
-        if result.sweep_id != sweep.id or not any(c.id == result.cell_id for c in sweep.cells) or result.attempt < 1:
+        if result.sweep_id != sweep.id or result.cell_id not in self._cell_ids(sweep) or result.attempt < 1:
             # The folder is made from these: a result naming another sweep or a cell the plan lacks must never
             # decide where files go.
             raise ArtifactRefused(f"a result for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
