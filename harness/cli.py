@@ -212,12 +212,14 @@ def _finish(sweep, store, as_json: bool) -> None:
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--dry-run", "dry_run", is_flag=True,
+              help="Read the inventory and the prompts, print the planned cells, and stop: nothing is dispatched or stored.")
 @common_runs
 @common_broker
 @common_verbose
 @common_log_file
-def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker,
-          verbose, log_file) -> None:
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, dry_run,
+          runs, broker, verbose, log_file) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
@@ -228,6 +230,10 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     gate = _fail_on(fail_on)
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
+    if dry_run:
+        _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
+                    repeat=repeat, label=label, as_json=as_json)
+        return
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
     _coordinate(
         settings,
@@ -292,6 +298,23 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
     inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
     _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
+
+
+def _print_plan(inv, cat, *, as_json: bool, **plan_options: Any) -> None:
+    """`fleet sweep --dry-run`: the cells the sweep would have, from the same planner, and nothing else (a CI
+    job checks an edited inventory or prompt this way before a night's sweep)."""
+    from harness.plan import plan_sweep
+
+    planned = plan_sweep(inv, cat, **plan_options)
+    if as_json:
+        cells = [{"id": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep} for c in planned.cells]
+        json.dump({"inventory": inv.path, "prompts": cat.root, "cells": cells}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    for c in planned.cells:
+        console.print(c.id, markup=False, soft_wrap=True)
+    console.print(f"{len(planned.cells)} cell(s) planned from {inv.path} and {cat.root}; nothing dispatched",
+                  markup=False, soft_wrap=True)
 
 
 def _inventory_for(rec, override: str | None):
@@ -512,6 +535,25 @@ def import_(format_name, path, out) -> None:
 
 
 @cli.group()
+def transcript() -> None:
+    """Read normalized transcripts (docs/transcript.md)."""
+
+
+@transcript.command("check")
+@click.argument("file")
+def transcript_check(file) -> None:
+    """Validate a transcript.jsonl line by line and print how many events of each kind it holds."""
+    from collections import Counter
+
+    from harness.transcript import read_transcript
+
+    events = read_transcript(file)
+    kinds = Counter(e.event for e in events)
+    shown = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no events"
+    console.print(f"{file}: {len(events)} event(s): {shown}", markup=False, soft_wrap=True)
+
+
+@cli.group()
 def guard() -> None:
     """Check the guard's rules on real output."""
 
@@ -548,11 +590,16 @@ def model() -> None:
 @click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
 @click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
 @click.option("--log", "log_path", default=None, help="Append every request and answer to this JSONL file.")
-def model_serve(script, host, port, model_id, log_path) -> None:
+@click.option("--check", is_flag=True, help="Read and validate the scripts, print them, and exit without serving.")
+def model_serve(script, host, port, model_id, log_path, check) -> None:
     """Serve a script over HTTP until interrupted; prints `listening on URL` first."""
-    from harness.modelserver import ScriptError, serve
+    from harness.modelserver import ScriptError, load_scripts, serve
 
     try:
+        if check:
+            for name in load_scripts(list(script)):
+                console.print(f"{name}: valid", markup=False, soft_wrap=True)
+            return
         serve(list(script), host=host, port=port, model_id=model_id, log_path=log_path)
     except ScriptError as exc:
         raise UsageError(str(exc)) from None
