@@ -154,6 +154,10 @@ def load_open_item(folder: Path) -> Item:
         prompt = prompt_file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CatalogError(str(prompt_file), "", "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(str(prompt_file), "", f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise CatalogError(str(prompt_file), "", f"cannot read: {exc.strerror or exc}") from None
     if not prompt.strip():
         raise CatalogError(str(prompt_file), "", "prompt is empty")
     _check_check_files(folder, meta.checks, meta.vars, str(meta_file), "checks")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 from rich.console import Console
 
-from harness.errors import FleetError, SweepInterrupted, UsageError
+from harness.errors import FleetError, SweepInterrupted, UsageError, one_line
 
 if TYPE_CHECKING:
     from harness.coordinator import Coordinator
@@ -658,7 +658,8 @@ def main(argv: list[str] | None = None) -> Any:
         exc.show()
         sys.exit(exc.exit_code)
     except FleetError as exc:
-        err_console.print(f"fleet: error: {exc}", markup=False, soft_wrap=True)
+        # one_line: a UsageError quotes arguments as given (a host or sweep name with a newline in it).
+        err_console.print(f"fleet: error: {one_line(str(exc))}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

@@ -43,7 +43,10 @@ and why (docs/failures.md).
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
+    "one_line",
     "FleetError",
     "InputError",
     "InventoryError",
@@ -72,6 +75,17 @@ __all__ = [
 ]
 
 
+def one_line(text: str) -> str:
+    """``text`` with every control, format or unassigned character (a newline, ESC, NUL, a right-to-left
+    override, a lone surrogate) written as its escape (``\\n``, ``\\x1b``, ``\\u202e``). Error messages quote
+    file names, keys and values from the user's input; escaped, the message stays the one line the CLI
+    promises, and a name cannot move the cursor, clear the terminal or reverse the text after it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c == " " or not unicodedata.category(c).startswith(("C", "Z")) or c.isprintable()
+                   else repr(c)[1:-1] for c in text)
+
+
 class FleetError(Exception):
     """Base of every error the harness raises on purpose."""
 
@@ -92,7 +106,7 @@ class _FileKeyError(InputError):
         self.key = key
         self.problem = problem
         where = f"{file}: {key}" if key else file
-        super().__init__(f"{where}: {problem}")
+        super().__init__(one_line(f"{where}: {problem}"))
 
 
 class InventoryError(_FileKeyError):

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator, get_args
 
 from pydantic import ValidationError
 
+from harness.nesting import loads_json
 from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
 from harness.records import AttemptMeta, AttemptResult, AttemptSummary, SweepRecord, read_meta, sha256_hex, utc_now
 
@@ -292,7 +293,7 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
         if not raw.strip():
             continue
         try:
-            entry = json.loads(raw)
+            entry = loads_json(raw)
             kind = entry["t"]
             if kind == "attempt":
                 _upsert(sweep, entry["cell"], AttemptSummary.model_validate(entry["summary"]))

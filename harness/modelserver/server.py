@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from harness.nesting import loads_json
 from .script import Answer, Script, ScriptError, ScriptSet, load_script, message_text, script_paths
 
 __all__ = [
@@ -123,7 +124,7 @@ def _decode_body(body: bytes) -> Any:
         return None
     text = body.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         return text
 
