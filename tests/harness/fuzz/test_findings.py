@@ -1,0 +1,160 @@
+"""Each input the fuzz found giving a traceback (or more than one line), as a plain test of its own: the
+smallest input, the real verb, and the exact line it must give now."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.harness.fuzz import mutate
+from tests.harness.fuzz.runner import Run, run_main
+from tests.support import REPO, TESTS
+
+DATA = TESTS / "agents" / "data"
+TOO_DEEP = "nested more than 100 levels deep"
+
+
+def _line(run: Run) -> str:
+    assert not run.escaped, run.escaped
+    assert run.code == 2, run
+    line, = run.err.splitlines()
+    return line
+
+
+def _prompts(tmp_path: Path) -> Path:
+    root = tmp_path / "prompts"
+    shutil.copytree(REPO / "prompts" / "open" / "12-explain-only", root / "open" / "12-explain-only")
+    return root
+
+
+@pytest.mark.parametrize("depth", [mutate.DEEP, 900, 101])
+@pytest.mark.parametrize("kind", ["list", "table"])
+def test_a_deep_inventory_is_one_line(kind: str, depth: int, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.toml"
+    value = mutate.deep_list(depth) if kind == "list" else mutate.deep_table_toml(depth)
+    inv.write_text((REPO / "inventory" / "local.toml").read_text() + f"\n[hosts.local.env]\nX = {value}\n")
+    line = _line(run_main("sweep", "--dry-run", "--inventory", str(inv), "--prompts", str(_prompts(tmp_path))))
+    assert line.startswith(f"fleet: error: {inv}: not valid TOML: {TOO_DEEP}"), line
+
+
+def test_just_under_the_depth_bound_is_read(tmp_path: Path) -> None:
+    """The bound refuses only what no real file holds: an env value 100 levels down is still a TOML file
+    (refused for its type, by the model, not for its depth)."""
+    inv = tmp_path / "inv.toml"
+    inv.write_text((REPO / "inventory" / "local.toml").read_text() + "\n[hosts.local.env]\nX = " + mutate.deep_list(96) + "\n")
+    line = _line(run_main("sweep", "--dry-run", "--inventory", str(inv), "--prompts", str(_prompts(tmp_path))))
+    assert TOO_DEEP not in line and "hosts.local.env.X" in line, line
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_a_deep_model_script_is_one_line(suffix: str, tmp_path: Path) -> None:
+    script = tmp_path / f"s{suffix}"
+    if suffix == ".json":
+        script.write_text('{"schema_version": 1, "turns": [{"text": "a", "tool_calls": ' + mutate.deep_list() + "}]}")
+    else:
+        script.write_text("schema_version = 1\nvalues = " + mutate.deep_table_toml() + "\n")
+    line = _line(run_main("model", "serve", "--check", "--script", str(script)))
+    assert line.startswith(f"fleet: error: {script}: (syntax): {TOO_DEEP}"), line
+
+
+def test_a_deep_transcript_line_is_one_line(tmp_path: Path) -> None:
+    file = tmp_path / "transcript.jsonl"
+    first = next((TESTS / "golden" / "v2").glob("runs/*/local/*/builtin/r1/attempt-1/transcript.jsonl")).read_text()
+    file.write_text(first.splitlines()[0] + "\n" + mutate.deep_list() + "\n")
+    line = _line(run_main("transcript", "check", str(file)))
+    assert line.startswith(f"fleet: error: {file}: line 2: not valid JSON: {TOO_DEEP}"), line
+
+
+@pytest.mark.parametrize(("fmt", "seed"), [
+    ("pixel-fleet", TESTS / "fixtures" / "pixel-fleet" / "photo-renamer-bfb62a2b.json"),
+    ("openclaw-jsonl", DATA / "openclaw" / "jsonl" / "renamer-v3.jsonl"),
+    ("opencode", DATA / "opencode" / "photo-renamer.jsonl"),
+    ("opencode", DATA / "opencode" / "photo-renamer.export.json"),
+    ("hermes", DATA / "hermes" / "photo-renamer.export.jsonl"),
+])
+@pytest.mark.parametrize("depth", [mutate.DEEP, 900])
+def test_a_deep_recording_is_one_line(fmt: str, seed: Path, depth: int, tmp_path: Path) -> None:
+    src = tmp_path / seed.name
+    raw = seed.read_bytes()
+    if seed.suffix == ".jsonl":
+        src.write_bytes(raw + mutate.deep_list(depth).encode() + b"\n")
+    else:
+        src.write_bytes(raw.rstrip()[:-1] + b', "x": ' + mutate.deep_table_json(depth).encode() + b"}")
+    line = _line(run_main("import", fmt, str(src), "--out", str(tmp_path / "out")))
+    assert line.startswith(f"fleet: error: {src}: ") and TOO_DEEP in line, line
+
+
+@pytest.mark.parametrize("name", ["line\nbreak", "esc\x1b[2Jape", "rtl\u202eoverride"])
+def test_a_key_with_control_characters_is_one_escaped_line(name: str, tmp_path: Path) -> None:
+    """The key is quoted escaped: the line stays one line and cannot clear or reverse the terminal."""
+    inv = tmp_path / "inv.toml"
+    quoted = name.encode("unicode_escape").decode()  # what the line shows: \n, \x1b, \u202e
+    inv.write_text((REPO / "inventory" / "local.toml").read_text().replace(
+        "[hosts.local.model]", f"[hosts.local.model]\n{json.dumps(name)} = 1", 1))
+    line = _line(run_main("sweep", "--dry-run", "--inventory", str(inv), "--prompts", str(_prompts(tmp_path))))
+    assert line == f"fleet: error: {inv}: hosts.local.model.{quoted}: unknown key", line
+    script = tmp_path / "s.json"
+    script.write_text('{"schema_version": 1, "turns": [{"text": "a", ' + json.dumps(name) + ': 1}]}')
+    line = _line(run_main("model", "serve", "--check", "--script", str(script)))
+    assert line == f"fleet: error: {script}: turns[0].{quoted}: unknown key", line
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    root = _prompts(tmp_path)
+    prompt = root / "open" / "12-explain-only" / "prompt.md"
+    prompt.write_bytes(b"Explain \xff this")
+    line = _line(run_main("sweep", "--dry-run", "--prompts", str(root)))
+    assert line == f"fleet: error: {prompt}: not UTF-8 text (byte 8)", line
+
+
+def _store(tmp_path: Path, gz: Path, statement: str) -> Path:
+    db = tmp_path / gz.name.removesuffix(".gz")
+    db.write_bytes(gzip.decompress(gz.read_bytes()))
+    con = sqlite3.connect(db)
+    con.execute(statement)
+    con.commit()
+    con.close()
+    return db
+
+
+NOT_UTF8 = "cast(x'ffff' as text)"
+
+
+@pytest.mark.parametrize(("fmt", "gz", "statement"), [
+    ("hermes", DATA / "hermes" / "photo-renamer.state.db.gz", f"update messages set content = {NOT_UTF8} where id = 2"),
+    ("opencode", DATA / "opencode" / "photo-renamer.db.gz", f"update part set data = {NOT_UTF8}"),
+    ("openclaw-sqlite", DATA / "openclaw" / "sqlite" / "renamer-v4.sqlite.gz",
+     f"update transcript_events set event_json = {NOT_UTF8} where event_json is not null"),
+])
+def test_a_store_with_text_that_is_not_utf8_is_one_line(fmt: str, gz: Path, statement: str, tmp_path: Path) -> None:
+    db = _store(tmp_path, gz, statement)
+    line = _line(run_main("import", fmt, str(db), "--out", str(tmp_path / "out")))
+    assert line.startswith(f"fleet: error: {db}: ") and "UTF-8" in line, line
+
+
+def test_a_store_whose_column_name_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """sqlite3 raises UnicodeDecodeError (not a DatabaseError) for a name it cannot decode; the fuzz made one
+    by flipping bits in a Hermes state.db."""
+    db = _store(tmp_path, DATA / "hermes" / "photo-renamer.state.db.gz", "PRAGMA writable_schema=ON")
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA writable_schema=ON")
+    con.execute(f"update sqlite_master set sql = replace(sql, 'git_branch', 'g' || {NOT_UTF8}) "
+                "where name = 'sessions'")
+    con.commit()
+    con.close()
+    line = _line(run_main("import", "hermes", str(db), "--out", str(tmp_path / "out")))
+    assert line == (f"fleet: error: {db}: not a readable SQLite session store (a text value that is not UTF-8 "
+                    "(byte 1))"), line
+
+
+def test_a_hermes_store_with_a_blob_is_one_line(tmp_path: Path) -> None:
+    db = _store(tmp_path, DATA / "hermes" / "photo-renamer.state.db.gz",
+                "update messages set codex_message_items = x'28b52ffd00' where id = 3")
+    line = _line(run_main("import", "hermes", str(db), "--out", str(tmp_path / "out")))
+    assert line == (f"fleet: error: {db}: messages row 3.codex_message_items: a blob of 5 bytes where Hermes "
+                    "stores text or a number"), line
