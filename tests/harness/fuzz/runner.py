@@ -91,6 +91,9 @@ def problems(run: Run, names: list[str], *, ok_output: str = "") -> list[str]:
         found.append(f"does not name the file: {line[:300]!r}")
     elif not line.split(max(named, key=len), 1)[1].strip(" :"):
         found.append(f"names the file but no problem: {line[:300]!r}")
+    if not line.isprintable():
+        bad = next(c for c in line if not c.isprintable())
+        found.append(f"unescaped {bad!r} in the line (it reaches the terminal): {line[:300]!r}")
     leak = LEAKS.search(run.err + run.out)
     if leak:
         found.append(f"leaks {leak.group(0)!r}: {line[:300]!r}")

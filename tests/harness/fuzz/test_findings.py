@@ -158,3 +158,19 @@ def test_a_hermes_store_with_a_blob_is_one_line(tmp_path: Path) -> None:
     line = _line(run_main("import", "hermes", str(db), "--out", str(tmp_path / "out")))
     assert line == (f"fleet: error: {db}: messages row 3.codex_message_items: a blob of 5 bytes where Hermes "
                     "stores text or a number"), line
+
+
+def test_the_model_server_module_checks_a_deep_script_in_one_line(tmp_path: Path) -> None:
+    """``python -m harness.modelserver --check``, the server's own entry point, reads scripts the same way."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "deep.json"
+    script.write_text('{"schema_version": 1, "values": ' + mutate.deep_table_json() + "}")
+    proc = subprocess.run([sys.executable, "-m", "harness.modelserver", "--check", "--script", str(script)],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert "Traceback" not in proc.stderr and proc.returncode == 2, proc
+    assert proc.stderr.splitlines() == [f"error: {script}: (syntax): {TOO_DEEP} (arrays or objects inside each other) (at line 1, column 1)"]
+    ok = subprocess.run([sys.executable, "-m", "harness.modelserver", "--check", "--script",
+                         str(REPO / "prompts" / "scripts" / "example.toml")], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("example.toml: valid"), ok
