@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -131,6 +131,10 @@ def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], fil
     from harness.checks.spec import CheckSpecError, check_kind, load_checks
 
     for i, name in enumerate(names):
+        if name.startswith(("/", "\\")) or "\\" in name or ".." in PurePosixPath(name).parts:
+            # A check is the item's own file: a name climbing out of checks/ would run any file as its check.
+            raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a file inside the item's checks/ folder "
+                                                    "(no '..', no absolute path)")
         if check_kind(name) is None:
             raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a checks/test_*.py or checks/*.web.toml file")
         path = folder / "checks" / name

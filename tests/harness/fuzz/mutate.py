@@ -22,7 +22,9 @@ DEEP = 10_000
 HUGE_INTS = [10**400, -(10**400), 2**63, -(2**63) - 1, 2**64, -1, 0]
 ODD_FLOATS = [math.nan, math.inf, -math.inf, 1e308, -0.0]
 HOSTILE_NAMES = ["", "a\x00b", "../../etc", "a/b", "..", "x\x1b[2Jy", "\u202etxt", "tab\there", "line\nbreak",
-                 "\x7f", "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"), "A" * 300]
+                 "\x7f", "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"), "A" * 300,
+                 # names of files an input points at (checks, scripts): NUL, climbing out, absolute
+                 "test_a\x00.py", "../../../test_up.py", "/etc/test_abs.py", "sub/../../a.web.toml", "a\x00.web.toml"]
 HOSTILE_VALUES: list[Any] = [*HUGE_INTS, *ODD_FLOATS, *HOSTILE_NAMES, True, False, [], {}, [1, "a"], {"x": 1},
                              {"k": [None]}]
 

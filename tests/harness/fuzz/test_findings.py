@@ -174,3 +174,15 @@ def test_the_model_server_module_checks_a_deep_script_in_one_line(tmp_path: Path
     ok = subprocess.run([sys.executable, "-m", "harness.modelserver", "--check", "--script",
                          str(REPO / "prompts" / "scripts" / "example.toml")], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and ok.stdout.strip().endswith("example.toml: valid"), ok
+
+
+@pytest.mark.parametrize("name", ["../../07-photo-renamer/checks/test_photo_renamer.py", "/etc/test_abs.py",
+                                  "sub/../../test_up.py", "..\\\\test_win.py"])
+def test_a_check_outside_the_checks_folder_is_refused(name: str, tmp_path: Path) -> None:
+    root = tmp_path / "prompts"
+    item = root / "open" / "07-photo-renamer"
+    shutil.copytree(REPO / "prompts" / "open" / "07-photo-renamer", item)
+    meta = item / "item.toml"
+    meta.write_text(meta.read_text().replace('checks = ["test_photo_renamer.py"]', f"checks = [{json.dumps(name)}]"))
+    line = _line(run_main("sweep", "--dry-run", "--prompts", str(root)))
+    assert line.startswith(f"fleet: error: {meta}: checks[0]: ") and "inside the item's checks/ folder" in line, line
