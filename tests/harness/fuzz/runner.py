@@ -64,9 +64,10 @@ def run_main(*argv: str) -> Run:
     return Run(code, out.getvalue(), err.getvalue(), escaped)
 
 
-def problems(run: Run, names: list[str], *, ok_output: str = "") -> list[str]:
+def problems(run: Run, names: list[str], *, ok_output: str = "", codes: tuple[int, ...] = (2,)) -> list[str]:
     """What is wrong with ``run`` for an input that lives at one of ``names`` (the file, or a folder holding
-    it); [] when it is a valid verdict. ``ok_output``: text a successful run's stdout must contain."""
+    it); [] when it is a valid verdict. ``ok_output``: text a successful run's stdout must contain; ``codes``: the
+    exit codes of a refusal (2, bad input; a damaged results directory is a StoreError, 1)."""
     if run.escaped:
         last = run.escaped.strip().splitlines()[-1]
         return [f"traceback: {last[:300]}"]
@@ -79,8 +80,8 @@ def problems(run: Run, names: list[str], *, ok_output: str = "") -> list[str]:
         return found
     lines = run.err.splitlines()
     found = []
-    if run.code != 2:
-        found.append(f"exit {run.code} (bad input is 2)")
+    if run.code not in codes:
+        found.append(f"exit {run.code} (expected {' or '.join(map(str, codes))})")
     if len(lines) != 1:
         found.append(f"{len(lines)} stderr lines: {run.err[:300]!r}")
     line = lines[0] if lines else ""
@@ -105,9 +106,9 @@ COUNT: dict[str, int] = {}
 """Inputs judged in this process, per format."""
 
 
-def judge(fmt: str, edit: str, run: Run, names: list[str], *, ok_output: str = "") -> None:
+def judge(fmt: str, edit: str, run: Run, names: list[str], *, ok_output: str = "", codes: tuple[int, ...] = (2,)) -> None:
     """Assert ``run`` is a valid verdict (or, with FLEET_FUZZ_TALLY, record it)."""
-    found = problems(run, names, ok_output=ok_output)
+    found = problems(run, names, ok_output=ok_output, codes=codes)
     COUNT[fmt] = COUNT.get(fmt, 0) + 1
     if TALLY:
         with open(TALLY, "a", encoding="utf-8") as f:

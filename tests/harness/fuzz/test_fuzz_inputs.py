@@ -304,3 +304,36 @@ def test_the_seeds_are_valid(argv_of: Any) -> None:
     """The fuzz starts from valid inputs: each verb accepts its unbroken seed (else every edit 'fails' alike)."""
     run = run_main(*argv_of())
     assert run.code == 0 and not run.err and not run.escaped, run
+
+
+# --------------------------------------------------------------------------------------------------
+# Stored records: a results directory whose files were damaged (disk, a hand edit, another version)
+
+SWEEP = GOLDEN / "runs" / "20261201-214544-new"
+ATTEMPT = Path("local") / "07-photo-renamer" / "builtin" / "r1" / "attempt-1"
+RECORDS = ["sweep.json", *(str(ATTEMPT / n) for n in ("meta.json", "transcript.jsonl", "grade.json", "receipt.json",
+                                                       "checks.json", "workspace.manifest.json", "grades.jsonl"))]
+READERS = {
+    "status": ("status", SWEEP.name, "--json"),
+    "show": ("show", SWEEP.name, "local", "07-photo-renamer", "--json"),
+    "grade": ("grade", SWEEP.name, "--json"),
+    "report": ("report", SWEEP.name),
+}
+
+
+def _record_edits(record: str) -> st.SearchStrategy[tuple[str, bytes]]:
+    raw = (SWEEP / record).read_bytes()
+    return _edits_of_jsonl(raw) if record.endswith(".jsonl") else _edits_of_json(raw)
+
+
+@settings(FUZZ, max_examples=30)
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: Path(r).name)
+@given(data=st.data())
+def test_stored_records(record: str, tmp_path: Path, data: st.DataObject) -> None:
+    what, new = data.draw(_record_edits(record), label="edit")
+    verb = data.draw(st.sampled_from(sorted(READERS)), label="verb")
+    runs = _scratch(tmp_path) / "runs"
+    shutil.copytree(SWEEP, runs / SWEEP.name)
+    (runs / SWEEP.name / record).write_bytes(new)
+    run = run_main(*READERS[verb], "--runs", str(runs))
+    judge(f"store {verb}", f"{record}: {what}", run, [str(runs)], codes=(1, 2))
