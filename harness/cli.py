@@ -230,11 +230,11 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     gate = _fail_on(fail_on)
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
-    if dry_run:
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
         _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
                     repeat=repeat, label=label, as_json=as_json)
         return
-    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
     _coordinate(
         settings,
         lambda co: co.sweep(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
@@ -654,8 +654,13 @@ def main(argv: list[str] | None = None) -> Any:
     except (click.exceptions.Abort, KeyboardInterrupt):
         err_console.print("fleet: interrupted", soft_wrap=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # `fleet` or a group with nothing after it: the help is the answer
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        # A bad argument is bad input like a bad file: one line (click's own form is usage, hint, blank, error).
+        hint = f" (see `{exc.ctx.command_path} -h`)" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        err_console.print(f"fleet: error: {one_line(exc.format_message())}{hint}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except FleetError as exc:
         # one_line: a UsageError quotes arguments as given (a host or sweep name with a newline in it).

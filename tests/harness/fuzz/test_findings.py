@@ -13,7 +13,7 @@ import pytest
 
 from tests.harness.fuzz import mutate
 from tests.harness.fuzz.runner import Run, run_main
-from tests.support import REPO, TESTS
+from tests.support import REPO, TESTS, run_fleet
 
 DATA = TESTS / "agents" / "data"
 TOO_DEEP = "nested more than 100 levels deep"
@@ -186,3 +186,28 @@ def test_a_check_outside_the_checks_folder_is_refused(name: str, tmp_path: Path)
     meta.write_text(meta.read_text().replace('checks = ["test_photo_renamer.py"]', f"checks = [{json.dumps(name)}]"))
     line = _line(run_main("sweep", "--dry-run", "--prompts", str(root)))
     assert line.startswith(f"fleet: error: {meta}: checks[0]: ") and "inside the item's checks/ folder" in line, line
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (("sweep", "--repeat", "x"), "fleet: error: Invalid value for '--repeat': 'x' is not a valid integer. (see `fleet sweep -h`)"),
+    (("nosuch",), "fleet: error: No such command 'nosuch'. (see `fleet -h`)"),
+    (("import",), "fleet: error: Missing argument 'FORMAT'. (see `fleet import -h`)"),
+    (("transcript", "check", "a", "b"), "fleet: error: Got unexpected extra argument (b) (see `fleet transcript check -h`)"),
+])
+def test_a_bad_argument_is_one_line(argv: tuple[str, ...], line: str, tmp_path: Path) -> None:
+    """Click's own form is four lines (usage, hint, blank, error); an argument is input like a file."""
+    proc = run_fleet(*argv, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, [line]), proc.stderr
+
+
+def test_bare_fleet_still_prints_its_help(tmp_path: Path) -> None:
+    proc = run_fleet(cwd=tmp_path)
+    assert "Usage: fleet [OPTIONS] COMMAND [ARGS]..." in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_repeat_past_the_bound_is_refused_before_planning(tmp_path: Path) -> None:
+    """--repeat 100000000 would plan 10^9 cells in memory before saying anything (a typo, not a sweep)."""
+    run = run_main("sweep", "--dry-run", "--prompts", str(_prompts(tmp_path)), "--repeat", "100000000")
+    assert _line(run) == "fleet: error: --repeat 100000000: at most 1000 (a round's own repetitions have the same bound)"
+    ok = run_main("sweep", "--dry-run", "--prompts", str(_prompts(tmp_path / "b")), "--repeat", "1000")
+    assert ok.code == 0 and "1000 cell(s) planned" in ok.out, ok

@@ -337,3 +337,22 @@ def test_stored_records(record: str, tmp_path: Path, data: st.DataObject) -> Non
     (runs / SWEEP.name / record).write_bytes(new)
     run = run_main(*READERS[verb], "--runs", str(runs))
     judge(f"store {verb}", f"{record}: {what}", run, [str(runs)], codes=(1, 2))
+
+
+# --------------------------------------------------------------------------------------------------
+# Arguments: the command line is input too
+
+ARG_OPTIONS = ["--hosts", "--items", "--round", "--agents", "--label", "--repeat", "--fail-on", "--max-attempts"]
+ARG_VALUES = [*mutate.HOSTILE_NAMES, "10" * 200, "-1", "0", str(2**63), "1e9", "nan", "1000001", ",", ",,local,",
+              "local,local", "07,07", "HARNESS_FAILURE,", "--json"]
+
+
+@settings(FUZZ, max_examples=120)
+@given(args=st.lists(st.tuples(st.sampled_from(ARG_OPTIONS), st.sampled_from(ARG_VALUES)), min_size=1, max_size=3))
+def test_arguments(one_item_prompts: Path, args: list[tuple[str, str]]) -> None:
+    argv = ["sweep", "--dry-run", "--prompts", str(one_item_prompts), *(part for pair in args for part in pair)]
+    run = run_main(*argv)
+    # The line names the option or the value it refuses (escaped as the line shows it).
+    from harness.errors import one_line
+    names = [opt for opt, _ in args] + [one_line(v) for _, v in args if v] + ["no items", "unknown", "option"]
+    judge("arguments", " ".join(f"{o} {v!r}" for o, v in args), run, names, ok_output="cell(s) planned")
