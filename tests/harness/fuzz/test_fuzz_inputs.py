@@ -8,6 +8,8 @@ traceback (tests/harness/fuzz/runner.py says what is judged; mutate.py how input
 | model script | prompts/scripts/*.toml, an item's model.toml, the same as JSON | ``fleet model serve --check --script F`` |
 | transcript | tests/golden/v2 transcripts | ``fleet transcript check F`` |
 | imports | tests/fixtures/pixel-fleet, tests/agents/data (JSON, JSONL, SQLite) | ``fleet import FORMAT F`` |
+| stored records | the golden sweep tests/golden/v2 (sweep.json, meta.json, transcript ...) | ``fleet status/show/grade/report`` |
+| arguments | hostile values for sweep's options | ``fleet sweep --dry-run ...`` |
 
 Deterministic (``derandomize``, no example database) so CI sees the same inputs every run."""
 
@@ -287,6 +289,8 @@ def test_subprocess_equals_in_process(tmp_path: Path, one_item_prompts: Path) ->
         (("sweep", "--dry-run", "--inventory", str(deep), "--prompts", str(one_item_prompts)), str(deep)),
         (("import", "pixel-fleet", str(bad_utf8), "--out", str(tmp_path / "o")), str(bad_utf8)),
         (("transcript", "check", str(transcript)), "line 1"),
+        (("model", "serve", "--check", "--script", str(deep)), "(syntax)"),
+        (("sweep", "--dry-run", "--repeat", "x"), "--repeat"),
     ]
     for argv, needle in cases:
         proc = run_fleet(*argv, cwd=tmp_path)
