@@ -356,7 +356,7 @@ ARG_VALUES = [*mutate.HOSTILE_NAMES, "10" * 200, "-1", "0", str(2**63), "1e9", "
 def test_arguments(one_item_prompts: Path, args: list[tuple[str, str]]) -> None:
     argv = ["sweep", "--dry-run", "--prompts", str(one_item_prompts), *(part for pair in args for part in pair)]
     run = run_main(*argv)
-    # The line names the option or the value it refuses (escaped as the line shows it).
-    from harness.errors import one_line
-    names = [opt for opt, _ in args] + [one_line(v) for _, v in args if v] + ["no items", "unknown", "option"]
+    # The line names the option or the value it refuses (escaped, as the line must show it).
+    escaped = ["".join(c if c.isprintable() else repr(c)[1:-1] for c in v) for _, v in args if v]
+    names = [opt for opt, _ in args] + escaped + ["no items", "unknown", "option"]
     judge("arguments", " ".join(f"{o} {v!r}" for o, v in args), run, names, ok_output="cell(s) planned")
