@@ -145,6 +145,7 @@ class _Attempt:
         launch = {
             "argv": argv,
             "env": env,
+            "pass_env": self.adapter.pass_env(self.req.host),
             "cwd": p.workspace,
             "deadline_s": self.req.item.timeout_s + self.timing.launcher_grace_s,
         }
