@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.catalog import Item
+from harness.checks.spec import CheckSpec
 from harness.errors import InventoryError
 from harness.inventory import AgentConfig, Host, ModelEndpoint, load_inventory
 from harness.records import AttemptRequest, Cell
@@ -47,12 +48,12 @@ def _host(tmp_path: Path, api_key_env: str, agent: AgentConfig) -> Host:
                 agents={"envdump": agent})
 
 
-def _run(host: Host) -> tuple[dict[str, str], dict, AttemptRequest, dict[str, bytes]]:
+def _run(host: Host, checks: list[CheckSpec] | None = None) -> tuple[dict[str, str], dict, AttemptRequest, dict[str, bytes]]:
     item = Item(id="01-env", kind="open", title="env", prompt="print your environment", timeout_s=60)
     cell = Cell(id=Cell.make_id(host.name, item.id, "envdump", 1), host=host.name, item=item.id, agent="envdump",
                 rep=1, seed=1)
     req = AttemptRequest(sweep_id="s1", cell=cell, attempt=1, host=host, agent=host.agents["envdump"], item=item,
-                         prompt="print your environment", harness_commit="test")
+                         prompt="print your environment", harness_commit="test", checks=checks or [])
     result = run_attempt(LocalTransport(host), req, adapter_for("envdump", host.agents["envdump"]), timing=FAST)
     assert result.status == "finished" and result.exit_code == 0, (result.status, result.error)
     files = {a.name: a.data() for a in result.artifacts}
@@ -97,6 +98,21 @@ def test_local_shell_scripts_run_without_the_harness_settings(worker_env, tmp_pa
     assert not names & {"FLEET_BROKER_URL", "FLEET_RESULT_BACKEND", "FLEET_SLOTS_URL"}
     # The host's own variables stay: the checks' browser, the model's key for the launcher to hand on, the rest.
     assert {"FLEET_CHROMIUM", "QUAL_MODEL_KEY", "DEPLOY_TOKEN", "PATH"} <= names
+
+
+def test_the_checks_never_see_the_models_key(tmp_path: Path, worker_env, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The agent's own test, run by the check, prints the environment into its failure, which checks.json keeps.
+    import workers.install
+
+    monkeypatch.setattr(workers.install, "ensure_harness", lambda t, host: sys.executable)  # this venv has pytest
+    check = CheckSpec(name="env", kind="pytest", files={"test_env.py": (
+        "import os\n\ndef test_env():\n"
+        "    assert False, [os.environ.get(n, 'unset') for n in ('QUAL_MODEL_KEY', 'QUAL_HOST_TOKEN', 'DEPLOY_TOKEN')]\n")})
+    seen, launch, req, files = _run(_host(tmp_path, "QUAL_MODEL_KEY", ENVDUMP), [check])
+    assert seen["QUAL_MODEL_KEY"] == MODEL_KEY
+    checks = files["checks.json"].decode()
+    assert f"'unset', 'unset', '{UNRELATED}'" in checks, checks  # the check ran and printed; the host's rest stays
+    assert MODEL_KEY not in checks and HOST_TOKEN not in checks
 
 
 @pytest.mark.parametrize("kind", ["command", "builtin", "openclaw", "opencode", "hermes"])
