@@ -37,6 +37,7 @@ INVENTORY_SCHEMA_VERSION: Final = 1
 BUNDLED_INVENTORY_DIR = Path(__file__).resolve().parent.parent / "inventory"
 
 _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}=?$")
 _KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521")
 
@@ -89,8 +90,9 @@ class ModelEndpoint(_Strict):
     max_output: int = Field(gt=0, description="Per-reply output limit in tokens.")
     server: str = Field(default="", description="What serves it (llama.cpp, vllm, ollama, lemonade): for people.")
     api_key_env: str = Field(
-        default="", description="Name of a host environment variable holding the API key; the key itself is never stored."
-    )
+        default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="Name of a host environment variable holding the API key; the key itself is never stored. "
+                    "Every agent on the host gets that variable from the host's environment.")
     scripted: bool = Field(
         default=False,
         description="The coordinator serves this endpoint itself with the items' demo scripts (model.toml); local hosts only.",
@@ -117,7 +119,12 @@ class AgentConfig(_Strict):
         description="openclaw/opencode/hermes: the agent's executable, a path or a name on the host's PATH "
         "(default: the kind's usual name).",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only: values "
+                                "that travel with each task, so never a secret (docs/environment.md).")
+    pass_env: list[Annotated[str, Field(pattern=_ENV_NAME)]] = Field(
+        default_factory=list,
+        description="Names of the host's own environment variables this agent also gets, read on the host when "
+                    "it starts: the way to hand it a secret, whose value then never leaves the host.")
     version_command: list[str] = Field(default_factory=list, description="argv printing the agent's version.")
 
     @field_validator("kind")

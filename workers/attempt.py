@@ -145,6 +145,7 @@ class _Attempt:
         launch = {
             "argv": argv,
             "env": env,
+            "pass_env": self.adapter.pass_env(self.req.host),
             "cwd": p.workspace,
             "deadline_s": self.req.item.timeout_s + self.timing.launcher_grace_s,
         }
@@ -237,7 +238,8 @@ class _Attempt:
         results: list[dict] = []
         for check in self.req.checks:
             place = CheckPlace(folder=f"{p.fleet}/checks/{check.name}", workspace=p.workspace, python=python,
-                               timeout_s=self.timing.check_timeout_s)
+                               timeout_s=self.timing.check_timeout_s,
+                               hidden_env=tuple(self.adapter.pass_env(self.req.host)))
             res = run_check(self.t, check, place)
             if res.status == "error" and not res.summary.startswith("timed out"):
                 # The check itself broke (a browser driver that dropped its connection, pytest that left no

@@ -3,8 +3,9 @@
 It must run on any host (Linux, macOS, WSL) with nothing but a Python 3.8+ standard library, so it
 imports nothing from the harness. Three verbs:
 
-``run``  Reads ``.fleet/launch.json`` ({"argv", "env", "cwd", "deadline_s"}), starts the agent in its own
-         process group (so the whole group can be killed on timeout or revoke), writes
+``run``  Reads ``.fleet/launch.json`` ({"argv", "env", "pass_env", "cwd", "deadline_s"}), starts the agent in
+         its own process group (so the whole group can be killed on timeout or revoke) with the environment
+         ``agent_env`` makes (never the launcher's own whole), writes
          ``.fleet/started.json`` once the process exists (or ``.fleet/start_error.json`` if it could not
          start), and ``.fleet/exit.json`` when it ends. The argv comes from a file, never from a shell
          command line, so no prompt or model text ever reaches a shell. ``deadline_s`` is a last guard
@@ -24,6 +25,12 @@ import subprocess
 import sys
 import tarfile
 import time
+
+# What the agent inherits of the launcher's environment: what a login gives every program, nothing more. The
+# launcher runs under the worker's own environment on a local host (its broker URL and Redis password) and
+# under the SSH session's elsewhere; neither is the agent's business (docs/environment.md).
+AGENT_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
+AGENT_ENV_PREFIXES = ("LC_",)
 
 SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".cache"}
 MAX_FILE = 8 * 1024 * 1024
@@ -56,6 +63,18 @@ def _kill_group(pgid, proc=None):
             time.sleep(0.1)
 
 
+def agent_env(environ, spec):
+    """The agent's environment: the allow-listed part of ``environ`` (``AGENT_ENV_NAMES``, ``LC_*``), then the
+    variables ``spec["pass_env"]`` names, copied from ``environ`` when set there (the model's API key: its value
+    lives only on the host, never in launch.json), then ``spec["env"]``, the values the adapter sets."""
+    env = {k: v for k, v in environ.items() if k in AGENT_ENV_NAMES or k.startswith(AGENT_ENV_PREFIXES)}
+    for name in spec.get("pass_env") or ():
+        if name in environ:
+            env[name] = environ[name]
+    env.update(spec.get("env") or {})
+    return env
+
+
 def run(base):
     # Leave the SSH session's process group, so a closed channel (SIGHUP) does not end the run.
     try:
@@ -65,8 +84,7 @@ def run(base):
     fleet = os.path.join(base, ".fleet")
     with open(os.path.join(fleet, "launch.json")) as f:
         spec = json.load(f)
-    env = dict(os.environ)
-    env.update(spec.get("env") or {})
+    env = agent_env(os.environ, spec)
     out = open(os.path.join(fleet, "agent.stdout"), "wb")
     err = open(os.path.join(fleet, "agent.stderr"), "wb")
     try:

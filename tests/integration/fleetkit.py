@@ -50,20 +50,27 @@ def keygen(path: Path) -> str:
 
 
 class RedisServer:
-    def __init__(self, folder: Path) -> None:
+    """A redis-server on a free loopback port; with ``password``, one that requires it (``--requirepass``)."""
+
+    def __init__(self, folder: Path, password: str | None = None) -> None:
         self.folder = folder
         self.port = free_port()
+        self.password = password
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        # The password goes in a config file read on start, not on the command line, where `ps` shows it.
+        conf = self.folder / "redis.conf"
+        conf.write_text(f"requirepass {self.password}\n" if self.password else "")
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder)],
+            ["redis-server", str(conf), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT,
         )
         wait_port(self.port)
@@ -190,8 +197,9 @@ class Worker:
                  concurrency: int | None = None, env: dict[str, str] | None = None) -> None:
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log = folder / f"{self.name}.log"
-        args = FLEET + ["worker", "--inventory", str(inventory), "--hosts", ",".join(hosts), "--broker", broker,
-                        "--loglevel", "INFO", "--name", self.name]
+        # broker "": the worker takes it from its environment's FLEET_BROKER_URL (given in ``env``).
+        args = FLEET + ["worker", "--inventory", str(inventory), "--hosts", ",".join(hosts),
+                        *(["--broker", broker] if broker else []), "--loglevel", "INFO", "--name", self.name]
         if concurrency:
             args += ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(

@@ -24,8 +24,9 @@ def attempt_dir(tmp_path: Path, argv: list[str], deadline_s: float = 30, env: di
     return base
 
 
-def launch(verb: str, base: Path, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, str(LAUNCHER), verb, str(base)], capture_output=True, timeout=timeout)
+def launch(verb: str, base: Path, timeout: float = 20, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, str(LAUNCHER), verb, str(base)], capture_output=True, timeout=timeout,
+                          env=env)
 
 
 def read(base: Path, name: str) -> dict:
@@ -59,6 +60,28 @@ def test_exit_code_and_output_are_recorded(tmp_path: Path) -> None:
     assert (base / "workspace" / "where.txt").read_text().strip() == str(base / "workspace")
     assert not (base / ".fleet" / "start_error.json").exists()
     assert not list((base / ".fleet").glob("*.tmp"))
+
+
+def test_the_agent_gets_the_allow_list_and_what_it_is_given_never_the_launchers_environment(tmp_path: Path) -> None:
+    # The launcher under a worker's environment, as on a local host: the broker's password must not reach the agent.
+    base = attempt_dir(tmp_path, ["env"], env={"OWN_CONFIG": "/attempt/conf", "LANG": "C"})
+    spec = read(base, "launch.json")
+    spec["pass_env"] = ["MODEL_KEY", "NOT_SET_ON_HOST"]
+    (base / ".fleet" / "launch.json").write_text(json.dumps(spec), encoding="utf-8")
+    host_env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "USER": "qual", "LANG": "C.UTF-8", "LC_TIME": "C",
+        "TZ": "UTC", "FLEET_BROKER_URL": "redis://:brokerpw@127.0.0.1:6379/0", "AWS_SECRET_ACCESS_KEY": "awspw",
+        "MODEL_KEY": "modelpw", "PYTHONPATH": "/harness/src",
+    }
+    proc = launch("run", base, env=host_env)
+    assert proc.returncode == 0, proc.stderr
+    seen = dict(line.split("=", 1) for line in (base / ".fleet" / "agent.stdout").read_text().splitlines())
+    assert seen == {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "USER": "qual", "LC_TIME": "C", "TZ": "UTC",
+        "LANG": "C",  # what the adapter sets wins over the host's
+        "MODEL_KEY": "modelpw",  # named in pass_env: copied on the host, its value never in launch.json
+        "OWN_CONFIG": "/attempt/conf",
+    }
 
 
 def test_prompt_text_never_meets_a_shell(tmp_path: Path) -> None:
