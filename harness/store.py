@@ -25,7 +25,9 @@ number of cells (so the cost stays flat, amortized), when the writer closes, and
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -87,6 +89,85 @@ def storable_name(name: str) -> str:
         return name
     except UnicodeEncodeError:
         return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+NAME_MAX = 255
+"""Bytes of one file name part on the file systems a results directory lives on (ext4, APFS, XFS)."""
+NAME_BUDGET = 1024
+"""Bytes of an artifact's whole name under its attempt folder: well inside Linux's PATH_MAX (4096) with the
+results directory's own path in front, and inside macOS's (1024) for a copy read there with a short prefix."""
+RENAMED = "renamed"
+"""The attempt folder's folder for files whose path, even with shortened parts, is longer than NAME_BUDGET
+(or whose new name clashed): ``renamed/<hash of the original name>~<the name's tail>``."""
+
+
+def _name_bytes(name: str) -> bytes:
+    """The exact bytes of a host file name that reached Python decoded with surrogates (surrogateescape); a lone
+    surrogate no file system gives (from crafted JSON) is kept as its UTF-8-like encoding."""
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+
+
+def _digest(raw: bytes, n: int) -> str:
+    return hashlib.sha256(raw).hexdigest()[:n]
+
+
+def _cut(text: str, limit: int, tail: bool = False) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text`` (its start, or its end), never cutting a character in two."""
+    data = text.encode("utf-8")
+    part = data[-limit:] if tail else data[:limit]
+    return part.decode("utf-8", "ignore")
+
+
+def _flat_name(name: str, n: int = 1) -> str:
+    tail = _cut(storable_name(name).rsplit("/", 1)[-1], 80, tail=True).lstrip(".")
+    return f"{RENAMED}/{_digest(_name_bytes(name), 32)}~{tail}" + (f"~{n}" if n > 1 else "")
+
+
+def _fitting_name(name: str) -> str:
+    """``name`` escaped (storable_name), each part over NAME_MAX bytes cut to its start and a hash of the whole
+    part, and, when the whole is still over NAME_BUDGET bytes, moved to the RENAMED folder."""
+    parts = storable_name(name).split("/")
+    for i, part in enumerate(parts):
+        if len(part.encode("utf-8")) > NAME_MAX:
+            parts[i] = f"{_cut(part, NAME_MAX - 24)}~{_digest(_name_bytes(name.split('/')[i]), 16)}"
+    fitted = "/".join(parts)
+    return fitted if len(fitted.encode("utf-8")) <= NAME_BUDGET else _flat_name(name)
+
+
+def storable_names(names: list[str]) -> list[str]:
+    """The names ``names`` are stored under, in order. A name the store can keep as it is keeps it; any other is
+    renamed (``_fitting_name``), and a new name that would clash with another name or folder of the attempt (a
+    file literally named ``a\\udcff`` beside one named by the bytes ``a\\xff``) moves to the RENAMED folder, so a
+    rename never costs a file. Names given twice are left alone, for the caller to refuse."""
+    fitted = [_fitting_name(n) for n in names]
+    taken: set[str] = set()
+    folders: set[str] = set()
+
+    def take(name: str) -> None:
+        taken.add(name)
+        folders.update(str(p) for p in PurePosixPath(name).parents)
+
+    def clashes(name: str) -> bool:
+        return name in taken or name in folders or any(str(p) in taken for p in PurePosixPath(name).parents)
+
+    for n, f in zip(names, fitted):
+        if n == f:
+            take(n)
+    out = []
+    for n, f in zip(names, fitted):
+        if n != f:
+            k = 1
+            while clashes(f):
+                k += 1
+                if k > 1000:
+                    raise ArtifactRefused(f"artifact name {storable_name(n)!r}: no free name to store it under")
+                f = _flat_name(n, k - 1)
+            take(f)
+        out.append(f)
+    return out
 
 
 def _safe_relpath(name: str) -> PurePosixPath:
@@ -465,9 +546,15 @@ class SweepWriter:
         if summary is not None and summary.status != "dispatched":
             return False
         folder = self.store.attempt_dir(sweep.id, result.cell_id, result.attempt)
-        result = result.model_copy(update={"artifacts": [a.model_copy(update={"name": storable_name(a.name)})
-                                                         for a in result.artifacts]})
         # Check every artifact before writing any, so a refused delivery leaves no file behind.
+        for art in result.artifacts:
+            _safe_relpath(art.name)
+        stored = storable_names([a.name for a in result.artifacts])
+        result = result.model_copy(update={"artifacts": [
+            a.model_copy(update={"name": name} if name == a.name else {
+                "name": name, "original": storable_name(a.name),
+                "original_b64": base64.b64encode(_name_bytes(a.name)).decode("ascii")})
+            for a, name in zip(result.artifacts, stored)]})
         files = []
         rels = [_safe_relpath(art.name) for art in result.artifacts]
         names = set(rels)
