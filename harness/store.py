@@ -36,12 +36,12 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO, Iterator, get_args
+from typing import TYPE_CHECKING, BinaryIO, Iterator, cast, get_args
 
 from pydantic import ValidationError
 
-from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
-from harness.records import AttemptMeta, AttemptResult, AttemptSummary, SweepRecord, read_meta, sha256_hex, utc_now
+from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UnsafeStoredPath, UsageError
+from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, SweepRecord, read_meta, sha256_hex, utc_now
 
 if TYPE_CHECKING:
     from harness.grading import Grade
@@ -52,10 +52,20 @@ __all__ = ["Store", "atomic_write"]
 def write_grade_files(folder: Path, grade: "Grade") -> None:
     """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history)."""
     atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
-    with open(folder / "grades.jsonl", "a", encoding="utf-8") as f:
-        f.write(grade.model_dump_json() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
+            f.write((grade.model_dump_json() + "\n").encode())
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
+
+
+def _open_own(path: Path, flags: int, mode: str) -> BinaryIO:
+    """Open a file of the store itself for appending or locking, never through a symbolic link (O_NOFOLLOW): a
+    crafted store's ``grades.jsonl`` or ``.lock`` linked to a file elsewhere must not make a write land there."""
+    fd = os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    return cast(BinaryIO, os.fdopen(fd, mode + "b"))
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -170,6 +180,48 @@ def storable_names(names: list[str]) -> list[str]:
     return out
 
 
+RECORD_FILES = ("meta.json", "grade.json", "grades.jsonl", "answer.txt", "workspace.manifest.json", "receipt.json",
+                "checks.json", "transcript.jsonl")
+"""The files of an attempt folder the harness itself reads or appends to: none may be a link (the store never
+writes one), so a crafted store cannot make `fleet show`, `grade` or `report` read or write through one."""
+
+
+def _id_problem(value: str) -> str:
+    """Why ``value`` cannot be one part of a path in the store ('' when it can)."""
+    if not value:
+        return "is empty"
+    if value in (".", ".."):
+        return f"{value!r} names a folder above or at itself"
+    if "/" in value or "\\" in value:
+        return f"{value!r} holds a path separator"
+    if "\x00" in value:
+        return f"{value!r} holds a NUL byte"
+    return ""
+
+
+def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
+    """Every id of ``sweep`` (read from ``file``) that a path is built from stays one safe part of a path, so
+    no folder made from them leaves the sweep's folder: the sweep's own id is its folder's name, each cell's
+    host, item and agent are plain names and its id is HOST/ITEM/AGENT/rREP, and attempts are listed only for
+    planned cells. The first that is not is an ``UnsafeStoredPath`` naming the file and the key."""
+    where = str(file)
+    if sweep.id != folder_id:
+        raise UnsafeStoredPath(where, "id", f"{sweep.id!r} is not the id of the folder it is in ({folder_id!r})")
+    planned = set()
+    for i, c in enumerate(sweep.cells):
+        for key in ("host", "item", "agent"):
+            why = _id_problem(getattr(c, key))
+            if why:
+                raise UnsafeStoredPath(where, f"cells[{i}].{key}", why)
+        if c.id != Cell.make_id(c.host, c.item, c.agent, c.rep):
+            raise UnsafeStoredPath(where, f"cells[{i}].id", f"{c.id!r} is not the cell's HOST/ITEM/AGENT/rREP "
+                                   f"({Cell.make_id(c.host, c.item, c.agent, c.rep)!r})")
+        planned.add(c.id)
+    for cell_id in sweep.attempts:
+        if cell_id not in planned:
+            raise UnsafeStoredPath(where, f"attempts.{cell_id}", "not a planned cell")
+
+
 def _safe_relpath(name: str) -> PurePosixPath:
     """An artifact name from a worker must stay inside the attempt folder, and never replace the records."""
     p = PurePosixPath(name)
@@ -218,8 +270,12 @@ class Store:
         return self.root / sweep_id
 
     def load_sweep(self, sweep_id: str) -> SweepRecord:
-        """The sweep's state: its snapshot with the journal replayed over it."""
+        """The sweep's state: its snapshot with the journal replayed over it. Every id a path is built from is
+        checked (``check_stored_ids``); a snapshot or journal that is a link is refused, never read."""
         path = self.sweep_dir(sweep_id) / "sweep.json"
+        for own in (path, path.parent / JOURNAL):
+            if own.is_symlink():
+                raise UnsafeStoredPath(str(own), "", "is a symbolic link (the store never writes one): not read")
         try:
             sweep = SweepRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
@@ -229,6 +285,7 @@ class Store:
             raise StoreError(f"{path}: not a valid sweep record: {_first_error(exc)}") from None
         except OSError as exc:
             raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        check_stored_ids(sweep, path, sweep_id)
         _replay(sweep, path.parent / JOURNAL)
         return sweep
 
@@ -261,8 +318,31 @@ class Store:
             fcntl.flock(lock, fcntl.LOCK_UN)
             return False
 
+    def inside(self, sweep_id: str, path: Path, file: str, key: str) -> Path:
+        """``path``, once it is checked to lie inside the sweep's folder with every link followed: the one check of
+        a path built from a stored id or name (the sweep's folder itself comes from the command line). Outside,
+        or unresolvable (a link loop), it is an ``UnsafeStoredPath`` naming ``file`` and ``key``."""
+        top = self.sweep_dir(sweep_id)
+        try:
+            real, real_top = path.resolve(), top.resolve()
+        except (OSError, RuntimeError) as exc:
+            raise UnsafeStoredPath(file, key, f"{path}: cannot follow: {exc}") from None
+        if real != real_top and real_top not in real.parents:
+            raise UnsafeStoredPath(file, key, f"{path} leads outside the sweep's folder {top} (to {real})")
+        return path
+
     def attempt_dir(self, sweep_id: str, cell_id: str, attempt: int) -> Path:
-        return self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}"
+        """The attempt's folder, checked (``inside``) with the record files the harness reads and writes in it:
+        none of them may be a symbolic link."""
+        file, key = str(self.sweep_dir(sweep_id) / "sweep.json"), f"attempts.{cell_id}"
+        rel = PurePosixPath(cell_id)
+        if not cell_id or rel.is_absolute() or ".." in rel.parts or "\x00" in cell_id:
+            raise UnsafeStoredPath(file, key, f"cell id {cell_id!r} is not a path inside the sweep's folder")
+        folder = self.inside(sweep_id, self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}", file, key)
+        for name in RECORD_FILES:
+            if (folder / name).is_symlink():
+                raise UnsafeStoredPath(file, key, f"{folder / name} is a symbolic link (the store never writes one)")
+        return folder
 
     def load_meta(self, sweep_id: str, cell_id: str, attempt: int) -> AttemptMeta:
         """The attempt's meta.json through ``AttemptMeta`` (older versions migrated); a bad file is one
@@ -306,7 +386,7 @@ class Store:
         d = self.sweep_dir(sweep_id)
         try:
             d.mkdir(parents=True, exist_ok=True)
-            lock = open(d / ".lock", "a+")
+            lock = _open_own(d / ".lock", os.O_RDWR | os.O_APPEND | os.O_CREAT, "a+")
         except OSError as exc:
             raise StoreError(f"cannot write {d}: {exc.strerror or exc}") from exc
         # A reader (`fleet status`) holds a shared lock for an instant: wait that out, never a real writer.
@@ -369,6 +449,7 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
     lines = data.split(b"\n")
     if lines and lines[-1]:
         lines = lines[:-1]  # a torn last write
+    planned = {c.id for c in sweep.cells}
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -376,7 +457,10 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
             entry = json.loads(raw)
             kind = entry["t"]
             if kind == "attempt":
-                _upsert(sweep, entry["cell"], AttemptSummary.model_validate(entry["summary"]))
+                summary = AttemptSummary.model_validate(entry["summary"])
+                if entry["cell"] not in planned:
+                    raise UnsafeStoredPath(str(journal), f"line {n}: cell", f"{entry['cell']!r} is not a planned cell")
+                _upsert(sweep, entry["cell"], summary)
             elif kind == "status":
                 status, finished_at = entry["status"], entry.get("finished_at", sweep.finished_at)
                 if status not in _STATUSES or not isinstance(finished_at, str):
@@ -437,8 +521,10 @@ class SweepWriter:
         path = self.store.sweep_dir(self.sweep_id) / JOURNAL
         try:
             if self._journal is None:
+                if path.is_symlink():
+                    raise UnsafeStoredPath(str(path), "", "is a symbolic link (the store never writes one): not written")
                 _cut_torn_tail(path)
-                self._journal = open(path, "ab")
+                self._journal = _open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a")
             self._journal.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
             self._journal.flush()
             os.fsync(self._journal.fileno())
