@@ -238,8 +238,7 @@ class _Packer(object):
                 self.manifest.append(_entry(rel, "folder nested too deep (over %d levels)" % MAX_DEPTH))
                 continue
             try:
-                fd = os.open(name, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0),
-                             dir_fd=dir_fd)
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
             except OSError as exc:
                 self.manifest.append(_entry(rel, "cannot read the folder: %s" % (exc.strerror or exc)))
                 continue
@@ -249,33 +248,62 @@ class _Packer(object):
                 os.close(fd)
 
 
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_folder(top_fd, parts):
+    """The folder ``parts`` below ``top_fd``, each step opened without following a link: an output such as
+    ``state/agents/`` must not be read through a ``state`` the agent made a link to ``/etc``."""
+    fd = os.dup(top_fd)
+    for part in parts:
+        try:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
 def _pack_into(tar_path, top_fd, items, caps, skip):
-    """Write ``tar_path`` from ``items`` ((name in top_fd, shown as) pairs; a name ending in '/' is a folder
+    """Write ``tar_path`` from ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder
     walked whole) and return the manifest."""
     tmp = tar_path + ".tmp"
     with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         packer = _Packer(tar, caps, skip)
         for name, shown in items:
             folder = name.endswith("/")
-            name = name.rstrip("/") or "."
+            parts = [p for p in name.split("/") if p]
+            if not parts:
+                continue
             try:
-                st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+                parent = _open_folder(top_fd, parts[:-1])
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
+                packer.manifest.append(_entry(shown, "cannot read: a folder on its way is a link or unreadable "
+                                                     "(%s)" % (exc.strerror or exc)))
                 continue
-            if folder and stat.S_ISDIR(st.st_mode):
-                fd = os.open(name, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0),
-                             dir_fd=top_fd)
+            try:
+                leaf = parts[-1]
                 try:
-                    packer.walk(fd, shown)
-                finally:
-                    os.close(fd)
-            elif stat.S_ISDIR(st.st_mode):
-                packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
-            else:
-                packer.add_file(name, top_fd, shown.rstrip("/"), st)
+                    st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
+                    continue
+                if folder and stat.S_ISDIR(st.st_mode):
+                    fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+                    try:
+                        packer.walk(fd, shown)
+                    finally:
+                        os.close(fd)
+                elif stat.S_ISDIR(st.st_mode):
+                    packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
+                else:
+                    packer.add_file(leaf, parent, shown.rstrip("/"), st)
+            finally:
+                os.close(parent)
     os.replace(tmp, tar_path)
     return packer.manifest
 

@@ -132,3 +132,17 @@ def test_outputs_beside_the_workspace_are_packed_without_following_links(tmp_pat
     assert by_path["session.json"]["why"] == "not a regular file"
     assert members(base, "outputs.tar.gz") == {"transcript.jsonl": b'{"event": "run_start"}\n',
                                                "state/agents/db.sqlite": b"db"}
+
+
+def test_an_output_below_a_linked_folder_is_not_read_through_the_link(tmp_path: Path) -> None:
+    base, _ = attempt(tmp_path)
+    (tmp_path / "elsewhere" / "agents").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "agents" / "db.sqlite").write_bytes(b"CANARY")
+    (tmp_path / "elsewhere" / "session.json").write_bytes(b"CANARY")
+    os.symlink(tmp_path / "elsewhere", base / "state")
+    proc = pack(base, "state/agents/", "state/session.json")
+    assert proc.returncode == 0, proc.stderr
+    entries = manifest(base, "outputs.json")
+    assert [e["path"] for e in entries] == ["state/agents/", "state/session.json"]
+    assert all(e["why"].startswith("cannot read: a folder on its way is a link") for e in entries), entries
+    assert members(base, "outputs.tar.gz") == {}
