@@ -13,8 +13,10 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   ├── InventoryError                    inventory file: file, key path, problem
     │   ├── CatalogError                      prompt item or round: file, key path, problem
     │   ├── UsageError                        a bad argument or an unknown host / item / agent / sweep
-    │   └── TranscriptError                   a transcript or raw session that cannot be read
-    │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
+    │   ├── TranscriptError                   a transcript or raw session that cannot be read
+    │   │   └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
+    │   └── UnsafeStoredPath                  a stored id or name (sweep.json, journal.jsonl) would make a path
+    │                                         outside the sweep's folder, or a stored file is a link out of it
     ├── StoreError                            the results directory cannot be read or written
     ├── DispatchError                         the queue (broker, result backend) failed
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
@@ -54,6 +56,7 @@ __all__ = [
     "UsageError",
     "TranscriptError",
     "TranscriptImportError",
+    "UnsafeStoredPath",
     "StoreError",
     "DispatchError",
     "SweepInterrupted",
@@ -128,6 +131,13 @@ class TranscriptError(_FileKeyError):
 class TranscriptImportError(TranscriptError):
     """A recorded session that an importer cannot read: not JSON, a missing or mistyped key, an entry it
     does not understand. ``key`` is the JSON path, e.g. ``calls[3].tool`` or ``sessions[1].calls``."""
+
+
+class UnsafeStoredPath(_FileKeyError):
+    """A crafted or damaged store: an id or name read from one of its files (a cell id with ``../``, an absolute
+    path, a NUL, a sweep.json naming another sweep) would make a path outside the sweep's folder, or a folder or
+    record file in it is a symbolic link that leads out. Nothing is read or written through it; the line names
+    the file and the key."""
 
 
 class StoreError(FleetError):

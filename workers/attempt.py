@@ -48,6 +48,24 @@ def _q(s: str) -> str:
     return shlex.quote(s)
 
 
+def _under(root: str, path: str) -> str:
+    """``path`` relative to the attempt's ``root`` (the answer file is one of the attempt's paths)."""
+    return path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/") + "/") else path
+
+
+def _files_of(tar: bytes | None) -> list[tuple[str, bytes]]:
+    """The regular files of a tar the launcher packed, by their names (links and other members are only in its
+    manifest). A name of raw bytes comes back decoded with surrogates, as the host's file system gave it."""
+    out: list[tuple[str, bytes]] = []
+    if tar:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
+            for member in tf.getmembers():
+                f = tf.extractfile(member) if member.isfile() else None
+                if f is not None:
+                    out.append((member.name, f.read()))
+    return out
+
+
 class AttemptAborted(BaseException):
     """The process running this attempt is stopping it (the embedded coordinator was interrupted). A
     BaseException, as SystemExit from a revoke is: it unwinds through the kill, never into a record."""
@@ -253,7 +271,13 @@ class _Attempt:
     def collect(self) -> None:
         p = self.paths
         assert p is not None
-        r = self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py pack {_q(p.root)}", timeout=300)
+        # Everything the agent could have touched is read on the host by the launcher, which never follows a link
+        # nor opens a FIFO or a device: an SFTP or local get would read through a symlinked answer.txt (to
+        # /etc/passwd, to /dev/zero) and hang or keep what the link points at.
+        answer_rel = _under(p.root, p.answer_file)
+        outputs = [answer_rel, *(rel for rel in self.adapter.collect() if rel != answer_rel)]
+        r = self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} {_q(p.fleet + '/launch.py')} pack {_q(p.root)} "
+                         + " ".join(_q(rel) for rel in outputs), timeout=300)
         if not r.ok:
             raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
         arts: list[Artifact] = []
@@ -261,31 +285,25 @@ class _Attempt:
         arts.append(Artifact.of("agent.stdout", stdout))
         arts.append(Artifact.of("agent.stderr", self._get(f"{p.fleet}/agent.stderr") or b""))
         arts.append(Artifact.of("harness/launch.json", json.dumps(self.launch_record, indent=2).encode()))
-        for name in ("exit.json", "launcher.log"):
+        for name in ("exit.json", "launcher.log", "outputs.json"):
             data = self._get(f"{p.fleet}/{name}")
             if data is not None:
                 arts.append(Artifact.of(f"harness/{name}", data))
         manifest = self._get(f"{p.fleet}/manifest.json") or b"[]"
         arts.append(Artifact.of("workspace.manifest.json", manifest))
-        tar = self._get(f"{p.fleet}/workspace.tar.gz")
-        if tar:
-            with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
-                for member in tf.getmembers():
-                    f = tf.extractfile(member) if member.isfile() else None
-                    if f is not None:
-                        arts.append(Artifact.of(f"workspace/{member.name}", f.read()))
+        arts += [Artifact.of(f"workspace/{name}", data) for name, data in _files_of(self._get(f"{p.fleet}/workspace.tar.gz"))]
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
         if self.checks_json is not None:
             arts.append(Artifact.of("checks.json", self.checks_json))
-        arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
+        found = dict(_files_of(self._get(f"{p.fleet}/outputs.tar.gz")))
+        # A symlinked (or FIFO) answer.txt is no answer file: outputs.json records what it was.
+        arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, found.get(answer_rel))))
         collected: dict[str, bytes] = {}
         for rel in self.adapter.collect():
             if rel.endswith("/"):
-                collected.update(self._get_folder(rel.rstrip("/")))
-            else:
-                data = self._get(f"{p.root}/{rel}")
-                if data is not None:
-                    collected[rel] = data
+                collected.update((name, data) for name, data in found.items() if name.startswith(rel))
+            elif rel in found:
+                collected[rel] = found[rel]
         arts += [Artifact.of(rel, data) for rel, data in collected.items()]
         if "transcript.jsonl" not in collected:
             from harness.errors import TranscriptImportError
@@ -304,22 +322,6 @@ class _Attempt:
             self.result.status = "harness_failure"
             self.result.reason = "model_endpoint"
             self.result.error = why
-
-    def _get_folder(self, rel: str) -> dict[str, bytes]:
-        """Every regular file under ``root/rel`` (an agent's state directory), by path relative to the root."""
-        p = self.paths
-        assert p is not None
-        packed = f"{p.fleet}/collect-{abs(hash(rel)) % 10**8}.tar.gz"
-        r = self.t.shell(f"cd {_q(p.root)} && [ -d {_q(rel)} ] && tar czf {_q(packed)} {_q(rel)}", timeout=300)
-        data = self._get(packed) if r.ok else None
-        out: dict[str, bytes] = {}
-        if data:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
-                for member in tf.getmembers():
-                    f = tf.extractfile(member) if member.isfile() else None
-                    if f is not None:
-                        out[member.name] = f.read()
-        return out
 
     def _get(self, path: str) -> bytes | None:
         try:

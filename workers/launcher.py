@@ -12,15 +12,21 @@ imports nothing from the harness. Three verbs:
          for a worker that vanished: past it the launcher kills the group itself.
 ``kill`` Ends the agent's process group: what the worker calls on a timeout or a revoke.
 ``pack`` Writes ``.fleet/workspace.tar.gz`` with the workspace's files (size-capped, vendored folders
-         skipped) and ``.fleet/manifest.json`` listing every file with its size and sha256.
+         skipped) and ``.fleet/manifest.json`` listing every file with its size and sha256; links are
+         recorded with their target and never followed, FIFOs and devices never opened, names that are not
+         UTF-8 escaped with their bytes kept. More arguments are outputs outside the workspace (the answer
+         file, an adapter's session files and state folders): ``.fleet/outputs.tar.gz`` and
+         ``.fleet/outputs.json``, by the same rules.
 
 Files it writes are written to a temporary name and renamed, so the worker never reads half a file.
 """
 
+import base64
 import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -35,6 +41,7 @@ AGENT_ENV_PREFIXES = ("LC_",)
 SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".cache"}
 MAX_FILE = 8 * 1024 * 1024
 MAX_TOTAL = 48 * 1024 * 1024
+MAX_DEPTH = 200
 
 
 def _write_json(path, data):
@@ -129,43 +136,208 @@ def run(base):
     return 0
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _text(name):
+    """A host file name as JSON can hold it. A name of raw bytes (not UTF-8) reaches Python decoded with
+    surrogates; each bad byte is written as a ``\\udcXX`` escape (the store uses the same form), and the exact
+    bytes go beside it, base64-encoded, so nothing about the name is lost."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def pack(base):
-    workspace = os.path.join(base, "workspace")
-    fleet = os.path.join(base, ".fleet")
-    manifest = []
-    total = 0
-    tmp = os.path.join(fleet, "workspace.tar.gz.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for root, dirs, files in os.walk(workspace):
-            skipped = sorted(d for d in dirs if d in SKIP_DIRS)
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-            for d in skipped:
-                rel = os.path.relpath(os.path.join(root, d), workspace)
-                manifest.append({"path": rel + "/", "size": None, "sha256": None, "packed": False, "why": "skipped folder"})
-            for name in sorted(files):
-                path = os.path.join(root, name)
-                rel = os.path.relpath(path, workspace)
-                if os.path.islink(path) or not os.path.isfile(path):
-                    manifest.append({"path": rel, "size": None, "sha256": None, "packed": False, "why": "not a regular file"})
+def _named(entry, key, name):
+    entry[key] = _text(name)
+    if entry[key] != name:
+        entry[key + "_b64"] = base64.b64encode(os.fsencode(name)).decode("ascii")
+    return entry
+
+
+def _entry(rel, why, size=None, sha256=None, packed=False):
+    return _named({"path": None, "size": size, "sha256": sha256, "packed": packed, "why": why}, "path", rel)
+
+
+class _Hashing(object):
+    """Reads a file for the tar and hashes exactly the bytes the tar got."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+
+    def read(self, n=-1):
+        data = self.f.read(n)
+        self.h.update(data)
+        return data
+
+
+def _open_regular(name, dir_fd):
+    """Open ``name`` in the folder ``dir_fd`` only if it is a regular file, never through a symbolic link
+    (O_NOFOLLOW) and never blocking (O_NONBLOCK: opening a FIFO with no writer would wait forever); the type is
+    checked on the open file itself, so a name swapped after the walk looked at it cannot fool it."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(name, flags, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, st
+    return os.fdopen(fd, "rb"), st
+
+
+class _Packer(object):
+    """Walks folders through directory file descriptors, so a path longer than PATH_MAX is still read, and
+    never follows a symbolic link: a link is recorded with its target text, a FIFO, socket or device as not a
+    regular file, and neither is ever opened for reading."""
+
+    def __init__(self, tar, caps, skip):
+        self.tar = tar
+        self.caps = caps
+        self.skip = skip
+        self.total = 0
+        self.manifest = []
+
+    def add_file(self, name, dir_fd, rel, st):
+        if stat.S_ISLNK(st.st_mode):
+            entry = _entry(rel, "not a regular file")
+            try:
+                _named(entry, "link", os.readlink(name, dir_fd=dir_fd))
+            except OSError as exc:
+                entry["why"] = "not a regular file (cannot read the link: %s)" % (exc.strerror or exc)
+            self.manifest.append(entry)
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self.manifest.append(_entry(rel, "not a regular file"))
+            return
+        try:
+            f, st = _open_regular(name, dir_fd)
+        except OSError as exc:
+            self.manifest.append(_entry(rel, "cannot read: %s" % (exc.strerror or exc)))
+            return
+        if f is None:
+            self.manifest.append(_entry(rel, "not a regular file"))
+            return
+        with f:
+            size = st.st_size
+            if self.caps and (size > MAX_FILE or self.total + size > MAX_TOTAL):
+                h = hashlib.sha256()
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                self.manifest.append(_entry(rel, "over the size cap", os.fstat(f.fileno()).st_size, h.hexdigest()))
+                return
+            info = tarfile.TarInfo(rel)
+            info.size = size
+            info.mtime = int(st.st_mtime)
+            info.mode = stat.S_IMODE(st.st_mode)
+            reader = _Hashing(f)
+            self.tar.addfile(info, reader)
+            self.total += size
+            self.manifest.append(_entry(rel, "", size, reader.h.hexdigest(), True))
+
+    def walk(self, dir_fd, prefix, depth=0):
+        """Every entry of the open folder ``dir_fd`` (shown as ``prefix``), folders last, in name order."""
+        try:
+            names = sorted(os.listdir(dir_fd))
+        except OSError as exc:
+            self.manifest.append(_entry(prefix, "cannot read the folder: %s" % (exc.strerror or exc)))
+            return
+        folders = []
+        for name in names:
+            rel = prefix + name
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                self.manifest.append(_entry(rel, "cannot read: %s" % (exc.strerror or exc)))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self.add_file(name, dir_fd, rel, st)
+            elif name in self.skip:
+                self.manifest.append(_entry(rel + "/", "skipped folder"))
+            else:
+                folders.append(name)
+        for name in folders:
+            rel = prefix + name + "/"
+            if depth >= MAX_DEPTH:
+                self.manifest.append(_entry(rel, "folder nested too deep (over %d levels)" % MAX_DEPTH))
+                continue
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                self.manifest.append(_entry(rel, "cannot read the folder: %s" % (exc.strerror or exc)))
+                continue
+            try:
+                self.walk(fd, rel, depth + 1)
+            finally:
+                os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_folder(top_fd, parts):
+    """The folder ``parts`` below ``top_fd``, each step opened without following a link: an output such as
+    ``state/agents/`` must not be read through a ``state`` the agent made a link to ``/etc``."""
+    fd = os.dup(top_fd)
+    for part in parts:
+        try:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _pack_into(tar_path, top_fd, items, caps, skip):
+    """Write ``tar_path`` from ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder
+    walked whole) and return the manifest."""
+    tmp = tar_path + ".tmp"
+    with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        packer = _Packer(tar, caps, skip)
+        for name, shown in items:
+            folder = name.endswith("/")
+            parts = [p for p in name.split("/") if p]
+            if not parts:
+                continue
+            try:
+                parent = _open_folder(top_fd, parts[:-1])
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                packer.manifest.append(_entry(shown, "cannot read: a folder on its way is a link or unreadable "
+                                                     "(%s)" % (exc.strerror or exc)))
+                continue
+            try:
+                leaf = parts[-1]
+                try:
+                    st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
+                except FileNotFoundError:
                     continue
-                size = os.path.getsize(path)
-                entry = {"path": rel, "size": size, "sha256": _sha256(path), "packed": True, "why": ""}
-                if size > MAX_FILE or total + size > MAX_TOTAL:
-                    entry["packed"] = False
-                    entry["why"] = "over the size cap"
+                except OSError as exc:
+                    packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
+                    continue
+                if folder and stat.S_ISDIR(st.st_mode):
+                    fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+                    try:
+                        packer.walk(fd, shown)
+                    finally:
+                        os.close(fd)
+                elif stat.S_ISDIR(st.st_mode):
+                    packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
                 else:
-                    tar.add(path, arcname=rel, recursive=False)
-                    total += size
-                manifest.append(entry)
-    os.replace(tmp, os.path.join(fleet, "workspace.tar.gz"))
+                    packer.add_file(leaf, parent, shown.rstrip("/"), st)
+            finally:
+                os.close(parent)
+    os.replace(tmp, tar_path)
+    return packer.manifest
+
+
+def pack(base, outputs=()):
+    """The workspace into ``workspace.tar.gz`` + ``manifest.json``; the attempt's other outputs (relative to
+    ``base``: the answer file, an adapter's transcripts and state folders, a folder ending in '/') into
+    ``outputs.tar.gz`` + ``outputs.json``, by the same rules, so the worker never downloads through a link."""
+    fleet = os.path.join(base, ".fleet")
+    top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], True, SKIP_DIRS)
+        found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs], False, ())
+    finally:
+        os.close(top)
+    _write_json(os.path.join(fleet, "outputs.json"), found)
     _write_json(os.path.join(fleet, "manifest.json"), manifest)
     return 0
 
@@ -187,9 +359,11 @@ VERBS = {"run": run, "pack": pack, "kill": kill}
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in VERBS:
-        sys.stderr.write("usage: launch.py run|pack|kill ATTEMPT_DIR\n")
+    if len(argv) < 3 or argv[1] not in VERBS or (argv[1] != "pack" and len(argv) != 3):
+        sys.stderr.write("usage: launch.py run|pack|kill ATTEMPT_DIR (pack: then the outputs to collect)\n")
         return 2
+    if argv[1] == "pack":
+        return pack(argv[2], argv[3:])
     return VERBS[argv[1]](argv[2])
 
 

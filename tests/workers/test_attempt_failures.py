@@ -6,8 +6,10 @@ one step; each checks the recorded status and reason code (harness/failures.py) 
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import tarfile
 
 import pytest
 
@@ -58,6 +60,17 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
             t.files.update({f"{root}/{rel}": data for rel, data in (leaves or {}).items()})
         return ""
 
+    def pack(script: str, t: MemoryTransport) -> str:
+        # What the launcher's pack leaves: the files the agent left beside the workspace, in outputs.tar.gz.
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for rel, data in (leaves or {}).items():
+                info = tarfile.TarInfo(rel)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        t.files[f"{fleet}/outputs.tar.gz"] = buf.getvalue()
+        return ""
+
     def cat(name: str):  # type: ignore[no-untyped-def]
         return lambda script, t: t.files.get(f"{fleet}/{name}", b"").decode()
 
@@ -70,7 +83,7 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
         (r"cat started\.json", cat("started.json")),
         (r"cat .*/exit\.json", cat("exit.json")),
         (r"launch\.py kill ", ""),
-        (r"launch\.py pack ", ""),
+        (r"launch\.py pack ", pack),
     ])
 
 

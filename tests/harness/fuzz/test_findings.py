@@ -109,7 +109,7 @@ def test_a_prompt_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     prompt = root / "open" / "12-explain-only" / "prompt.md"
     prompt.write_bytes(b"Explain \xff this")
     line = _line(run_main("sweep", "--dry-run", "--prompts", str(root)))
-    assert line == f"fleet: error: {prompt}: not UTF-8 text (byte 8)", line
+    assert line == f"fleet: error: {prompt}: byte 8: not UTF-8 text (invalid start byte)", line
 
 
 def _store(tmp_path: Path, gz: Path, statement: str) -> Path:
