@@ -19,6 +19,7 @@ from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_atte
 from harness.errors import DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
+from harness.outage import Outage
 from harness.records import AttemptSummary, Cell, SweepRecord
 from harness.settings import Settings, redact
 from harness.stopping import Stopped
@@ -49,6 +50,8 @@ class Coordinator:
     on_event: Callable[[Event], None] = lambda e: None
     on_start: Callable[[SweepRecord], None] = lambda s: None
     on_warning: Callable[[str], None] = lambda text: None
+    on_notice: Callable[[str], None] = lambda text: None
+    """Lines about the queue itself (unreachable since N s, reachable again), for the progress."""
 
     # -- verbs -----------------------------------------------------------------------------------------
     def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:
@@ -252,6 +255,7 @@ class Coordinator:
                     d = Dispatcher(
                         app=app, writer=writer, sweep=sweep, inventory=inventory,
                         namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
+                        outage=self._outage(),
                     )
                     d.run(planned)
         except BaseException as exc:
@@ -263,6 +267,15 @@ class Coordinator:
                 raise SweepInterrupted(sweep.id, how, resumable=dispatched or not fresh) from exc
             raise
         return sweep
+
+
+    def _outage(self) -> Outage:
+        """How this coordinator rides out an unreachable queue: a Redis one for FLEET_BROKER_OUTAGE_S; the embedded
+        SQLite queue never (its errors are the disk's, and waiting mends none of them)."""
+        if self.settings.embedded:
+            return Outage(limit_s=0)
+        return Outage(limit_s=self.settings.broker_outage_s, where=f"the broker at {redact(self.settings.broker_url)}",
+                      on_notice=self.on_notice)
 
 
 def _check_broker(app, settings: Settings) -> None:

@@ -11,6 +11,10 @@
   write error) becomes that attempt's harness failure, and every other host goes on.
 - Results are recorded by this process alone (the single writer), once per (cell, attempt), and a
   result is forgotten in the backend only after its record is durable.
+- An outage of the queue (Redis restarting, a network blip) is ridden out (``harness.outage``): every read
+  and send waits with back-off and is made again, the progress says so; past ``FLEET_BROKER_OUTAGE_S`` the
+  attempts in flight stay ``dispatched`` (their results, stored by the workers later, are taken by
+  ``fleet resume``), the sweep is ``interrupted`` and ``BrokerOutage`` says how to resume.
 - Stopped by Ctrl-C, SIGTERM or SIGHUP, the loop revokes what is in flight, records each such attempt
   (its result if it already came, else ``revoked``) and leaves the sweep ``interrupted``: no cell stays
   ``running``.
@@ -33,9 +37,10 @@ from pathlib import Path
 
 from harness.catalog import render
 from harness.checks.spec import load_checks
-from harness.errors import DispatchError, FleetError, InfrastructureError, StoreError
+from harness.errors import BrokerOutage, DispatchError, FleetError, InfrastructureError, StoreError
 from harness.failures import is_retried
 from harness.inventory import Inventory
+from harness.outage import Outage
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
@@ -109,6 +114,8 @@ class Dispatcher:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     on_event: Callable[[Event], None] = lambda e: None
     poll_s: float = 0.2
+    outage: Outage = field(default_factory=lambda: Outage(limit_s=0))
+    """How an unreachable queue is waited out (none by default: an error at once)."""
 
     def __post_init__(self) -> None:
         self._waiting: dict[str, deque[tuple[Cell, int]]] = defaultdict(deque)
@@ -132,6 +139,15 @@ class Dispatcher:
                 self._dispatch_free_slots()
                 if not self._poll():
                     time.sleep(self.poll_s)
+        except BrokerOutage as exc:
+            # Nothing is settled: a worker may still finish and store its result once the queue is back, and
+            # `fleet resume` takes it then (a revoke or a `revoked` record now would throw it away).
+            self.writer.set_status(self.sweep, "interrupted")
+            n = len(self._in_flight)
+            for f in self._in_flight.values():
+                drop_quietly(f.async_result)
+            raise BrokerOutage(f"{exc}; sweep {self.sweep.id} interrupted with {n} attempt(s) in flight, whose "
+                               f"results `fleet resume {self.sweep.id}` takes when the queue is back") from exc
         except BaseException as exc:
             self._settle_in_flight(exc)
             self.writer.set_status(self.sweep, "interrupted")
@@ -180,15 +196,19 @@ class Dispatcher:
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle.
         self.writer.dispatched(
             self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
+        args = [req.model_dump(mode="json")]
         try:
-            ar = self.app.send_task(
+            # Sent again after an outage with the same task id: a task that did get out is recorded once anyway.
+            ar = self.outage.call(f"sending {cell.id} attempt {attempt}", lambda: self.app.send_task(
                 TASK_RUN_ATTEMPT,
-                args=[req.model_dump(mode="json")],
+                args=args,
                 task_id=task_id,
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
                 soft_time_limit=item.timeout_s + 600,
                 time_limit=task_time_limit(item.timeout_s),
-            )
+            ))
+        except BrokerOutage:
+            raise
         except Exception as exc:  # kombu/redis errors: the queue itself failed
             raise DispatchError(f"cannot send {cell.id} attempt {attempt} to the queue: {exc}") from exc
         self._in_flight[task_id] = _InFlight(cell, attempt, ar)
@@ -200,7 +220,9 @@ class Dispatcher:
         progressed = False
         for task_id, f in list(self._in_flight.items()):
             try:
-                state = f.async_result.state
+                state = self.outage.call("reading results", lambda: f.async_result.state)
+            except BrokerOutage:
+                raise
             except Exception as exc:
                 raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
             if state == "STARTED" and not f.started:
@@ -208,7 +230,12 @@ class Dispatcher:
                 self.on_event(Event("started", f.cell, f.attempt))
             if state not in ("SUCCESS", "FAILURE", "REVOKED"):
                 continue
-            result = self._result_of(f, state)
+            try:
+                result = self.outage.call("reading results", lambda: self._result_of(f, state))
+            except BrokerOutage:
+                raise
+            except Exception as exc:
+                raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
             self._record(f.cell, result)
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
@@ -259,6 +286,7 @@ class Dispatcher:
                                "revoked and a late result is discarded", self.on_event)
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
+            drop_quietly(f.async_result)
             del self._in_flight[task_id]
 
 
@@ -297,6 +325,18 @@ def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -
                                f"the worker answered for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
                                f"{result.attempt}: not the attempt it was sent")
     return result
+
+
+def drop_quietly(async_result: AsyncResult) -> None:
+    """Let go of a result the coordinator no longer waits for without a word: Celery's ``AsyncResult.__del__``
+    unsubscribes from the backend, and with Redis away that prints an ignored exception's traceback on the
+    terminal (at exit, or whenever it is collected)."""
+    try:
+        if async_result.backend is not None:
+            async_result.backend.remove_pending_result(async_result)
+    except Exception:  # noqa: BLE001 - the backend is away: there is nothing to unsubscribe from any more
+        pass
+    async_result.backend = None
 
 
 def forget_result(async_result: AsyncResult) -> None:

@@ -17,6 +17,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
     ├── StoreError                            the results directory cannot be read or written
     ├── DispatchError                         the queue (broker, result backend) failed
+    │   └── BrokerOutage                      it stayed unreachable past FLEET_BROKER_OUTAGE_S; sweep resumable
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
     ├── NothingMeasured              exit 3   the sweep ran, but every cell ended in a harness failure
     ├── GradeGate                    exit 4   a cell's grade is one of those given to --fail-on
@@ -53,6 +54,7 @@ __all__ = [
     "TranscriptImportError",
     "StoreError",
     "DispatchError",
+    "BrokerOutage",
     "SweepInterrupted",
     "NothingMeasured",
     "GradeGate",
@@ -122,6 +124,11 @@ class StoreError(FleetError):
 
 class DispatchError(FleetError):
     """The queue failed: the broker or the result backend cannot be reached or answered wrongly."""
+
+
+class BrokerOutage(DispatchError):
+    """The broker or result backend stayed unreachable longer than ``FLEET_BROKER_OUTAGE_S``. The sweep is left
+    ``interrupted`` with its attempts in flight still ``dispatched``: ``fleet resume`` takes their results."""
 
 
 class SweepInterrupted(FleetError):

@@ -50,8 +50,13 @@ def keygen(path: Path) -> str:
 
 
 class RedisServer:
-    def __init__(self, folder: Path) -> None:
+    """A redis-server on a free loopback port. ``persistent``: an append-only file synced on every write, so a
+    server killed and started again (same port, same folder) comes back with all its data, as a production
+    Redis with AOF does after a crash or a restart."""
+
+    def __init__(self, folder: Path, persistent: bool = False) -> None:
         self.folder = folder
+        self.persistent = persistent
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -62,7 +67,8 @@ class RedisServer:
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]),
              "--dir", str(self.folder)],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT,
         )
@@ -71,6 +77,13 @@ class RedisServer:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+    def kill(self) -> None:
+        """Gone at once, as in a crash or a cut cable: clients see refused connections until ``start()``."""
+        if self.proc is not None:
+            self.proc.kill()
             self.proc.wait(10)
             self.proc = None
 
