@@ -80,7 +80,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         settings.queue_dir.mkdir(parents=True, exist_ok=True)
     # kombu's SQLAlchemy transport hands every transport option to create_engine(): give it none.
     options = {} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s}
-    backend_options = dict(options)
+    backend_options: dict[str, object] = dict(options)
     outage = math.ceil(settings.broker_outage_s)
     if worker and not settings.embedded:
         # A result finished while Redis is away must not be lost: storing it (and the STARTED state) is tried
