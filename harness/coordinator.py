@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 
 from harness.catalog import Catalog
 from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
-from harness.errors import DispatchError, FleetError, SweepInterrupted, UsageError
+from harness.diskfull import is_disk_full
+from harness.errors import DiskFull, DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
 from harness.outage import Outage
@@ -257,11 +258,21 @@ class Coordinator:
                         namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
                         outage=self._outage(),
                     )
+                    if self.settings.embedded:
+                        from harness.embedded import internal_error
+
+                        d.internal_error = internal_error
                     d.run(planned)
         except BaseException as exc:
             dispatched = any(sweep.attempts.values())
             if fresh and not dispatched:
                 self.store.discard_sweep(sweep.id)
+            if isinstance(exc, Exception) and is_disk_full(exc):
+                # SQLite's and SQLAlchemy's errors run over several lines (the SQL, its parameters): one line.
+                what = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                then = (f"sweep {sweep.id} is interrupted: free some space, then `fleet resume {sweep.id}`"
+                        if dispatched or not fresh else "nothing was kept")
+                raise DiskFull(f"no space left on device under {self.settings.runs} ({what}); {then}") from exc
             if isinstance(exc, KeyboardInterrupt):
                 how = exc.how if isinstance(exc, Stopped) else "Ctrl-C"
                 raise SweepInterrupted(sweep.id, how, resumable=dispatched or not fresh) from exc

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from harness.catalog import render
 from harness.checks.spec import load_checks
+from harness.diskfull import is_disk_full
 from harness.errors import BrokerOutage, DispatchError, FleetError, InfrastructureError, StoreError
 from harness.failures import is_retried
 from harness.inventory import Inventory
@@ -116,6 +117,8 @@ class Dispatcher:
     poll_s: float = 0.2
     outage: Outage = field(default_factory=lambda: Outage(limit_s=0))
     """How an unreachable queue is waited out (none by default: an error at once)."""
+    internal_error: Callable[[str], BaseException | None] = lambda task_id: None
+    """The embedded worker's errors outside a task's body, by task id (``harness.embedded.internal_error``)."""
 
     def __post_init__(self) -> None:
         self._waiting: dict[str, deque[tuple[Cell, int]]] = defaultdict(deque)
@@ -148,6 +151,20 @@ class Dispatcher:
                 drop_quietly(f.async_result)
             raise BrokerOutage(f"{exc}; sweep {self.sweep.id} interrupted with {n} attempt(s) in flight, whose "
                                f"results `fleet resume {self.sweep.id}` takes when the queue is back") from exc
+        except Exception as exc:
+            if not is_disk_full(exc):
+                self._settle_in_flight(exc)
+                self.writer.set_status(self.sweep, "interrupted")
+                raise
+            # A full disk: settling would only fail to write, or record `revoked` over results that came. The
+            # attempts in flight stay `dispatched` with their results in the backend, for `fleet resume`.
+            for f in self._in_flight.values():
+                drop_quietly(f.async_result)
+            try:
+                self.writer.set_status(self.sweep, "interrupted")
+            except StoreError:
+                pass  # readers call a sweep nobody writes any more interrupted anyway
+            raise
         except BaseException as exc:
             self._settle_in_flight(exc)
             self.writer.set_status(self.sweep, "interrupted")
@@ -225,6 +242,16 @@ class Dispatcher:
                 raise
             except Exception as exc:
                 raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
+            if state not in ("SUCCESS", "FAILURE", "REVOKED") and (lost := self.internal_error(task_id)) is not None:
+                if is_disk_full(lost):
+                    raise StoreError(f"the embedded worker cannot store the result of {f.cell.id} attempt {f.attempt}: "
+                                     f"{str(lost).splitlines()[0] if str(lost) else type(lost).__name__}") from lost
+                self._record(f.cell, harness_failure(self.sweep.id, f.cell, f.attempt, "worker_error",
+                                                     f"the worker could not store the attempt's result: {lost}"))
+                del self._in_flight[task_id]
+                self._per_host[f.cell.host] -= 1
+                progressed = True
+                continue
             if state == "STARTED" and not f.started:
                 f.started = True
                 self.on_event(Event("started", f.cell, f.attempt))
@@ -358,6 +385,10 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
         if not writer.record_attempt(sweep, result):
             return None
     except Exception as exc:  # noqa: BLE001 - whatever one delivery does, it is that attempt's failure
+        if is_disk_full(exc):
+            # Not this delivery's fault, and the next would fail the same: stop (its result stays in the backend
+            # and the attempt `dispatched`, so `fleet resume` records it once there is room).
+            raise
         if isinstance(exc, InfrastructureError):
             reason = exc.reason
         else:
@@ -377,6 +408,9 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
     try:
         return result, grade_attempt(writer, sweep, cell, result.attempt).grade
     except FleetError as exc:
+        if is_disk_full(exc):
+            raise  # resume grades an attempt recorded but not graded
+
         on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: cannot grade: {exc}"))
         return result, ""
 

@@ -16,6 +16,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   └── TranscriptError                   a transcript or raw session that cannot be read
     │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
     ├── StoreError                            the results directory cannot be read or written
+    │   └── DiskFull                          no space left under it; the sweep is left for resume
     ├── DispatchError                         the queue (broker, result backend) failed
     │   └── BrokerOutage                      it stayed unreachable past FLEET_BROKER_OUTAGE_S; sweep resumable
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
@@ -53,6 +54,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptImportError",
     "StoreError",
+    "DiskFull",
     "DispatchError",
     "BrokerOutage",
     "SweepInterrupted",
@@ -120,6 +122,11 @@ class TranscriptImportError(TranscriptError):
 
 class StoreError(FleetError):
     """The results directory cannot be read or written."""
+
+
+class DiskFull(StoreError):
+    """No space is left on the device of the results directory (or of the embedded queue beside it). The sweep
+    stopped at once, nothing half-written is left, and ``fleet resume`` completes it once there is room."""
 
 
 class DispatchError(FleetError):

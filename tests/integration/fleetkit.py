@@ -7,10 +7,13 @@ inventory the tests write.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -279,3 +282,32 @@ def start_embedded(args: list[str], cwd: Path, home: Path | None = None, **extra
     """A `fleet` command on the embedded default, left running (for tests that stop it)."""
     return subprocess.Popen(FLEET + args, cwd=cwd, env=embedded_env(cwd, home, **extra), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+
+
+def assert_stored_once(runs: Path, sweep_id: str, cells: int) -> int:
+    """Every cell's last attempt finished; every finished attempt is stored once (one folder, one index row per
+    artifact) with each artifact's sha256 matching meta.json. Returns the number of finished attempts."""
+    sweep = json.loads((runs / sweep_id / "sweep.json").read_text())
+    assert len(sweep["cells"]) == cells
+    db = sqlite3.connect(runs / "index.sqlite")
+    finished = 0
+    for cell in sweep["cells"]:
+        attempts = sweep["attempts"][cell["id"]]
+        assert len({a["attempt"] for a in attempts}) == len(attempts), attempts
+        assert attempts[-1]["status"] == "finished", (cell["id"], attempts)
+        for a in attempts:
+            if a["status"] != "finished":
+                continue
+            finished += 1
+            folder = runs / sweep_id / cell["id"] / f"attempt-{a['attempt']}"
+            meta = json.loads((folder / "meta.json").read_text())
+            assert meta["artifacts"], meta
+            for art in meta["artifacts"]:
+                assert hashlib.sha256((folder / art["name"]).read_bytes()).hexdigest() == art["sha256"], art["name"]
+            rows = db.execute("SELECT count(*) FROM attempts WHERE sweep_id=? AND cell_id=? AND attempt=?",
+                              (sweep_id, cell["id"], a["attempt"])).fetchone()[0]
+            assert rows == 1
+            (stdout,) = [x for x in meta["artifacts"] if x["name"] == "agent.stdout"]
+            assert "done" in (folder / stdout["name"]).read_text()
+    db.close()
+    return finished

@@ -4,16 +4,14 @@ processes, real sshd hosts. The coordinator waits it out (or, past FLEET_BROKER_
 
 from __future__ import annotations
 
-import hashlib
 import json
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import RedisServer, Worker, run_fleet, start_fleet
+from tests.integration.fleetkit import RedisServer, Worker, assert_stored_once, run_fleet, start_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -31,35 +29,6 @@ def _wait_markers(markers: Path, n: int, timeout: float = 120) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"only {len(list(markers.iterdir()))} of {n} runs started")
         time.sleep(0.05)
-
-
-def assert_stored_once(runs: Path, sweep_id: str, cells: int) -> int:
-    """Every cell's last attempt finished; every finished attempt is stored once (one folder, one index row per
-    artifact) with each artifact's sha256 matching meta.json. Returns the number of finished attempts."""
-    sweep = json.loads((runs / sweep_id / "sweep.json").read_text())
-    assert len(sweep["cells"]) == cells
-    db = sqlite3.connect(runs / "index.sqlite")
-    finished = 0
-    for cell in sweep["cells"]:
-        attempts = sweep["attempts"][cell["id"]]
-        assert len({a["attempt"] for a in attempts}) == len(attempts), attempts
-        assert attempts[-1]["status"] == "finished", (cell["id"], attempts)
-        for a in attempts:
-            if a["status"] != "finished":
-                continue
-            finished += 1
-            folder = runs / sweep_id / cell["id"] / f"attempt-{a['attempt']}"
-            meta = json.loads((folder / "meta.json").read_text())
-            assert meta["artifacts"], meta
-            for art in meta["artifacts"]:
-                assert hashlib.sha256((folder / art["name"]).read_bytes()).hexdigest() == art["sha256"], art["name"]
-            rows = db.execute("SELECT count(*) FROM attempts WHERE sweep_id=? AND cell_id=? AND attempt=?",
-                              (sweep_id, cell["id"], a["attempt"])).fetchone()[0]
-            assert rows == 1
-            (stdout,) = [x for x in meta["artifacts"] if x["name"] == "agent.stdout"]
-            assert "done" in (folder / stdout["name"]).read_text()
-    db.close()
-    return finished
 
 
 def assert_nothing_left_to_deliver(server: RedisServer, sweep_id: str) -> None:
