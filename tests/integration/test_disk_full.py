@@ -111,3 +111,45 @@ def test_redis_a_full_disk_is_one_line_and_resume_takes_the_results(tmp_path: Pa
     assert "Traceback" not in again.stderr
     assert json.loads(again.stdout)["status"] == "finished"
     assert assert_stored_once(runs, sweep_id, 2 * len(ITEMS)) >= 2 * len(ITEMS)
+
+
+def test_a_journal_entry_the_full_disk_refused_half_way_is_cut_off(tmp_path: Path, small_disk: Path) -> None:
+    """The entry straddles a page of the tmpfs: its first bytes fit, the rest does not (a short write, then
+    ENOSPC). What the disk took of it is cut off at once, and it never reaches the journal later."""
+    from harness.errors import StoreError
+    from harness.records import AttemptSummary
+    from harness.store import JOURNAL, Store
+    from tests.support import synthetic_sweep
+
+    store = Store(small_disk / "runs")
+    sweep = synthetic_sweep()
+    journal = small_disk / "runs" / sweep.id / JOURNAL
+    cell = sweep.cells[0]
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.set_status(sweep, "running")
+        before = journal.stat().st_size
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="", status="dispatched"))
+        base = journal.stat().st_size - before  # an entry with an empty task id
+        # Pad with one entry so that 40 bytes are left in the journal's last page.
+        size = journal.stat().st_size
+        pad = (4096 - 40 - size - base) % 4096
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=2, task_id="p" * pad, status="dispatched"))
+        assert 4096 - journal.stat().st_size % 4096 == 40
+        filler = small_disk / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        good = journal.read_bytes()
+        with pytest.raises(StoreError, match="No space left on device"):
+            w.dispatched(sweep, cell.id, AttemptSummary(attempt=3, task_id="refused", status="dispatched"))
+        assert journal.read_bytes() == good  # nothing of it stayed
+        filler.unlink()
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=4, task_id="after", status="dispatched"))
+        data = journal.read_bytes()
+        assert b"refused" not in data and data.endswith(b"\n") and b"after" in data
+        assert [json.loads(line)["t"] for line in data.splitlines()][-1] == "attempt"
