@@ -116,7 +116,8 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
             started = True
 
     co = Coordinator(store, settings, retry=RetryPolicy(max_attempts=settings.max_attempts, backoff_s=settings.retry_backoff_s),
-                     on_event=prog if not as_json else (lambda e: None), on_start=on_start, on_warning=_warn)
+                     on_event=prog if not as_json else (lambda e: None), on_start=on_start, on_warning=_warn,
+                     on_notice=prog.notice)
     try:
         result = verb(co)
     finally:
@@ -404,7 +405,7 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
     else:
         total = len(names)
     # The worker's own settings reach its tasks through this call (pool processes fork after it), not the environment.
-    app = configure(settings)
+    app = configure(settings, worker=True)
     queues = ",".join(queue_for(n, settings.namespace) for n in names)
     err_console.print(f"fleet worker: queues {queues}; {settings.one_line('worker')}", markup=False, soft_wrap=True)
     app.worker_main(

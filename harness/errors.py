@@ -18,7 +18,9 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   └── UnsafeStoredPath                  a stored id or name (sweep.json, journal.jsonl) would make a path
     │                                         outside the sweep's folder, or a stored file is a link out of it
     ├── StoreError                            the results directory cannot be read or written
+    │   └── DiskFull                          no space left under it; the sweep is left for resume
     ├── DispatchError                         the queue (broker, result backend) failed
+    │   └── BrokerOutage                      it stayed unreachable past FLEET_BROKER_OUTAGE_S; sweep resumable
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
     ├── NothingMeasured              exit 3   the sweep ran, but every cell ended in a harness failure
     ├── GradeGate                    exit 4   a cell's grade is one of those given to --fail-on
@@ -58,7 +60,9 @@ __all__ = [
     "TranscriptImportError",
     "UnsafeStoredPath",
     "StoreError",
+    "DiskFull",
     "DispatchError",
+    "BrokerOutage",
     "SweepInterrupted",
     "NothingMeasured",
     "GradeGate",
@@ -144,8 +148,18 @@ class StoreError(FleetError):
     """The results directory cannot be read or written."""
 
 
+class DiskFull(StoreError):
+    """No space is left on the device of the results directory (or of the embedded queue beside it). The sweep
+    stopped at once, nothing half-written is left, and ``fleet resume`` completes it once there is room."""
+
+
 class DispatchError(FleetError):
     """The queue failed: the broker or the result backend cannot be reached or answered wrongly."""
+
+
+class BrokerOutage(DispatchError):
+    """The broker or result backend stayed unreachable longer than ``FLEET_BROKER_OUTAGE_S``. The sweep is left
+    ``interrupted`` with its attempts in flight still ``dispatched``: ``fleet resume`` takes their results."""
 
 
 class SweepInterrupted(FleetError):

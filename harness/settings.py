@@ -177,6 +177,11 @@ class Settings:
         30.0, env="FLEET_START_TIMEOUT", read_by="worker", parse=_seconds,
         doc="Seconds the agent has to start on its host, else the attempt is HARNESS_FAILURE (agent_not_started).")
     """How long the lifecycle waits for the agent to start."""
+    broker_outage_s: float = _setting(
+        300.0, env="FLEET_BROKER_OUTAGE_S", read_by="both", parse=_seconds,
+        doc="Seconds a Redis broker or result backend may stay unreachable: the coordinator waits (back-off 0.5 s "
+            "doubling to 5 s) and then leaves the sweep interrupted for resume; a worker retries storing a result as long.")
+    """How long an outage of the queue is ridden out."""
     retry_backoff_s: tuple[float, ...] = _setting(
         (5.0, 30.0, 120.0), env="FLEET_RETRY_BACKOFF", read_by="coordinator", parse=_backoff,
         doc="Seconds to wait before each retry of a harness failure (the last repeats), comma-separated.")

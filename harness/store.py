@@ -520,21 +520,46 @@ class SweepWriter:
     # -- the journal --------------------------------------------------------------------------------
     def _append(self, entry: dict) -> None:
         path = self.store.sweep_dir(self.sweep_id) / JOURNAL
+        line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+        start = -1
         try:
             if self._journal is None:
                 if path.is_symlink():
                     raise UnsafeStoredPath(str(path), "", "is a symbolic link (the store never writes one): not written")
                 _cut_torn_tail(path)
-                self._journal = _open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a")
-            self._journal.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
+                # Unbuffered: a write the disk refused half-way is cut off below, not kept in a buffer that a
+                # later flush would glue to the next entry.
+                self._journal = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644), "ab", buffering=0)
+            fd = self._journal.fileno()
+            start = os.fstat(fd).st_size
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
         except OSError as exc:
+            self._drop_torn_entry(start)
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         self._journal_lines += 1
         sweep = self._sweep
         if sweep is not None and self._journal_lines > max(1000, len(sweep.cells)):
             self.save_sweep(sweep)
+
+    def _drop_torn_entry(self, start: int) -> None:
+        """An entry the disk refused (full, quota): cut what of it was written, so the journal ends at its last
+        whole line (shrinking a file needs no space), and open the journal afresh next time."""
+        journal, self._journal = self._journal, None
+        if journal is None:
+            return
+        try:
+            if start >= 0:
+                os.ftruncate(journal.fileno(), start)
+        except OSError:
+            pass  # the next writer cuts a torn tail before it appends; readers ignore one
+        finally:
+            try:
+                journal.close()
+            except OSError:
+                pass
 
     def _journal_attempt(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
         self._sweep = sweep
