@@ -23,6 +23,11 @@ __all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
 
 
 class Lease(ABC):
+    index: int | None = None
+    """Which of the host's slots this is, when the backend knows (file locks always; Redis leases on a one-slot
+    host, where the slot is the host). A new attempt on a slot ends what that slot's earlier holder left
+    running on the host (workers/launcher.py reap); with no index only unsupervised leftovers are ended."""
+
     @abstractmethod
     def release(self) -> None: ...
 
@@ -110,13 +115,16 @@ class RedisSlots(Slots):
         lease_id = uuid.uuid4().hex
         key = self.key(host)
         if self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1:
-            return _RedisLease(self, key, lease_id)
+            lease = _RedisLease(self, key, lease_id)
+            lease.index = 0 if slots == 1 else None
+            return lease
         return None
 
 
 class _FileLease(Lease):
-    def __init__(self, fh) -> None:
+    def __init__(self, fh, index: int) -> None:
         self._fh = fh
+        self.index = index
 
     def release(self) -> None:
         if self._fh is not None:
@@ -139,5 +147,5 @@ class FileSlots(Slots):
                 fh.close()
                 continue
             os.utime(self.folder / f"{host}.{i}.lock")
-            return _FileLease(fh)
+            return _FileLease(fh, i)
         return None

@@ -20,11 +20,12 @@ class LocalTransport(Transport):
     def close(self) -> None:
         pass
 
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         try:
-            proc = subprocess.run(
-                ["sh", "-c", script], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
+            if stdin is None:
+                proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            else:
+                proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=timeout, input=stdin)
         except subprocess.TimeoutExpired as exc:
             raise HostLost(f"local shell did not answer within {timeout:.0f} s", host=self.host.name) from exc
         return ShellResult(proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
