@@ -297,7 +297,7 @@ class _Attempt:
                 timeout=30,
             ).stdout.strip()
             if out == "GONE":
-                self._kill_quietly()
+                # run() kills the tree on the way out (the marker still finds it).
                 raise SupervisionLost("the launcher on the host ended before the agent did (killed or crashed): the "
                                       "run was not observed to its end and its agent was stopped",
                                       host=self.req.host.name)
@@ -498,7 +498,7 @@ class _Attempt:
 
     def _exit_after_kill(self) -> dict:
         """The supervisor writes its signed exit record once the tree is gone: read it if it comes soon."""
-        end = time.monotonic() + 5
+        end = time.monotonic() + 2
         while time.monotonic() < end:
             out = self.t.shell(f"cat {_q(self.delivery)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
             try:

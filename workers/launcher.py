@@ -51,13 +51,8 @@ TERM_GRACE = 3.0
 STALE_DELIVERY_S = 7 * 24 * 3600
 """A delivery folder left this long by a worker that never came back is removed by the next reap."""
 
-BOOT = (
-    "import sys,json\n"
-    "m=json.loads(sys.stdin.buffer.readline())\n"
-    "g={'__name__':'fleet_launcher'}\n"
-    "exec(compile(m.pop('source'),'fleet-launcher','exec'),g)\n"
-    "sys.exit(g['serve'](m))\n"
-)
+BOOT = ("import sys,json;m=json.loads(sys.stdin.buffer.readline());g={'__name__':'fleet_launcher'};"
+        "exec(compile(m.pop('source'),'fleet-launcher','exec'),g);sys.exit(g['serve'](m))")
 """What the worker runs (``python3 -c BOOT VERB TOKEN``): the source and the request come on stdin."""
 
 
