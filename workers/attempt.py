@@ -101,7 +101,7 @@ def abort_running(why: str) -> int:
 
 class _Attempt:
     def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str,
-                 slot: int | None = None):
+                 slot: str | None = None):
         self.t = transport
         self.req = req
         self.adapter = adapter
@@ -529,11 +529,11 @@ class _Attempt:
 
 def run_attempt(
     transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = "",
-    slot: int | None = None,
+    slot: str | None = None,
 ) -> AttemptResult:
     """Run one attempt to the end and return its result (a harness failure is a result, not an exception).
 
-    ``slot`` is the index of the host slot this worker holds, when its slots backend knows it: the attempt then
+    ``slot`` names the host slot this worker holds, when its slots backend knows it (``Lease.slot``): the attempt then
     first ends whatever that slot's earlier holder left running on the host."""
     attempt = _Attempt(transport, req, adapter, timing, worker, slot)
     with _running_lock:

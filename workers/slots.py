@@ -23,10 +23,11 @@ __all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
 
 
 class Lease(ABC):
-    index: int | None = None
-    """Which of the host's slots this is, when the backend knows (file locks always; Redis leases on a one-slot
-    host, where the slot is the host). A new attempt on a slot ends what that slot's earlier holder left
-    running on the host (workers/launcher.py reap); with no index only unsupervised leftovers are ended."""
+    slot: str | None = None
+    """Which slot this is, when the backend knows, named so that no other backend's slot has the name (file
+    locks: the lock file; Redis leases on a one-slot host, where the slot is the host: the key and ``#0``). A
+    new attempt on a slot ends what that slot's earlier holder left running on the host (workers/launcher.py
+    reap); with no name only leftovers nobody supervises are ended (and the launcher's heartbeat bound)."""
 
     @abstractmethod
     def release(self) -> None: ...
@@ -116,15 +117,15 @@ class RedisSlots(Slots):
         key = self.key(host)
         if self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1:
             lease = _RedisLease(self, key, lease_id)
-            lease.index = 0 if slots == 1 else None
+            lease.slot = f"redis:{key}#0" if slots == 1 else None
             return lease
         return None
 
 
 class _FileLease(Lease):
-    def __init__(self, fh, index: int) -> None:
+    def __init__(self, fh, slot: str) -> None:
         self._fh = fh
-        self.index = index
+        self.slot = slot
 
     def release(self) -> None:
         if self._fh is not None:
@@ -147,5 +148,5 @@ class FileSlots(Slots):
                 fh.close()
                 continue
             os.utime(self.folder / f"{host}.{i}.lock")
-            return _FileLease(fh, i)
+            return _FileLease(fh, f"file:{(self.folder / f'{host}.{i}.lock').resolve()}")
         return None

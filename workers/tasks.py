@@ -88,7 +88,7 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
-        slot = lease.index if lease is not None else None
+        slot = lease.slot if lease is not None else None
         result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot)
         return result.model_dump(mode="json")
     finally:

@@ -232,13 +232,13 @@ def test_a_check_that_breaks_once_runs_through_the_runner_protocol_twice() -> No
 def test_the_reap_comes_before_the_folder_is_made_afresh_and_names_this_delivery() -> None:
     req = request()
     t = healthy_host(req)
-    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST, slot=0)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST, slot="redis:k#0")
     assert result.status == "finished", result.error
     (reap,) = t.ran(r"' reap [0-9a-f]+$")
     assert t.scripts.index(reap) < t.scripts.index(t.ran(r"^set -e; rm -rf ")[0])
     sent = json.loads(t.stdins[t.scripts.index(reap)] or b"")
     assert sent["entry"] == {"host": "tower1", "sweep_id": "s1", "sweep_uid": "", "cell": req.cell.id, "attempt": 1,
-                             "slot": 0, "root": root_of(req)}
+                             "slot": "redis:k#0", "root": root_of(req)}
     assert sent["source"] == launcher_source()
     # The key travels on stdin only: in no script, and it differs per delivery.
     run = launcher_request_of(t, "run")

@@ -326,12 +326,12 @@ def test_reap_ends_an_earlier_delivery_of_the_same_attempt_and_leaves_other_live
 
 
 def test_reap_ends_an_earlier_holder_of_the_same_slot(tmp_path: Path) -> None:
-    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": 0}
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": "redis:k#0"}
     first = delivery(tmp_path, "a1", **ident)
     s1 = first.started(first.run(["sleep", "300"]))
     newer = delivery(tmp_path, "b1", **{**ident, "cell": "c2"})
     (report,) = json.loads(newer.call("reap", entry=newer.entry).stdout)["reaped"]
-    assert report["why"] == "an earlier holder of slot 0 of h"
+    assert report["why"] == "an earlier holder of slot redis:k#0 of h"
     assert wait_gone([s1["pid"]]) < 10
 
 
