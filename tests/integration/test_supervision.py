@@ -293,3 +293,15 @@ def test_an_agent_whose_worker_vanished_ends_within_the_heartbeat_bound(vanishes
         except subprocess.TimeoutExpired:
             proc.kill()
         host.stop()
+
+
+def test_redis_leases_name_the_slot_only_on_a_one_slot_host(redis_server, namespace):
+    from workers.slots import RedisSlots
+
+    slots = RedisSlots(redis_server.url, namespace=namespace, ttl=5)
+    one = slots.try_acquire("solo", 1)
+    assert one is not None and one.slot == f"redis:fleet:{namespace}:slots:solo#0"
+    one.release()
+    two = slots.try_acquire("duo", 2)
+    assert two is not None and two.slot is None  # which of two is unknown: only unsupervised leftovers are reaped
+    two.release()
