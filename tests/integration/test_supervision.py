@@ -128,6 +128,8 @@ def test_a_redelivered_or_retried_attempt_records_its_own_exit_and_never_overlap
     (second_pid,) = [p for p in spans if p != first_pid]
     _assert_no_overlap(spans)
     assert spans[first_pid][1] - spans[first_pid][0] < 12, "the first agent was not stopped: it ran its full sleep"
+    print(f"{dies}: first agent ran {spans[first_pid][1] - spans[first_pid][0]:.1f} s, ended "
+          f"{spans[second_pid][0] - spans[first_pid][1]:.2f} s before the second started")
     metas = _stored_once_with_matching_sha256(runs, summary["sweep"])
     last = max(metas, key=lambda m: m["attempt"])
     assert (last["status"], last["exit_code"]) == ("finished", 0), last
