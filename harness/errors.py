@@ -28,6 +28,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
         ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
         ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
         ├── HostLost                          the connection died while a run was going
+        ├── SupervisionLost                   the agent's run was not supervised to its end (launcher gone, ...)
         ├── AgentNotStarted                   the agent never started (the launcher reported no start in time)
         ├── AgentMissing                      the agent's program is not on the host (not retried)
         ├── AgentUnsuited                     the agent cannot work with the host's setup (not retried)
@@ -70,6 +71,7 @@ __all__ = [
     "HostUnreachable",
     "HostKeyMismatch",
     "HostLost",
+    "SupervisionLost",
     "AgentNotStarted",
     "AgentMissing",
     "AgentUnsuited",
@@ -219,6 +221,14 @@ class HostLost(InfrastructureError):
     """The connection to the host died while an attempt was running."""
 
     reason = "host_lost"
+
+
+class SupervisionLost(InfrastructureError):
+    """The agent's run was not supervised to its end: its launcher on the host died first, a later delivery of
+    the same attempt or host slot ended it, or no heartbeat came from the worker within the bound and the
+    launcher ended it. Nothing was measured; retried."""
+
+    reason = "supervision_lost"
 
 
 class AgentNotStarted(InfrastructureError):

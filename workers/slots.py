@@ -23,6 +23,12 @@ __all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
 
 
 class Lease(ABC):
+    slot: str | None = None
+    """Which slot this is, when the backend knows, named so that no other backend's slot has the name (file
+    locks: the lock file; Redis leases on a one-slot host, where the slot is the host: the key and ``#0``). A
+    new attempt on a slot ends what that slot's earlier holder left running on the host (workers/launcher.py
+    reap); with no name only leftovers nobody supervises are ended (and the launcher's heartbeat bound)."""
+
     @abstractmethod
     def release(self) -> None: ...
 
@@ -144,12 +150,17 @@ class RedisSlots(Slots):
             if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
                 return None
             raise
-        return _RedisLease(self, key, lease_id, slots) if taken else None
+        if not taken:
+            return None
+        lease = _RedisLease(self, key, lease_id, slots)
+        lease.slot = f"redis:{key}#0" if slots == 1 else None
+        return lease
 
 
 class _FileLease(Lease):
-    def __init__(self, fh) -> None:
+    def __init__(self, fh, slot: str) -> None:
         self._fh = fh
+        self.slot = slot
 
     def release(self) -> None:
         if self._fh is not None:
@@ -172,5 +183,5 @@ class FileSlots(Slots):
                 fh.close()
                 continue
             os.utime(self.folder / f"{host}.{i}.lock")
-            return _FileLease(fh)
+            return _FileLease(fh, f"file:{(self.folder / f'{host}.{i}.lock').resolve()}")
         return None

@@ -87,8 +87,10 @@ def test_the_models_key_reaches_the_agent_from_the_host_and_is_stored_nowhere_by
     assert launch["pass_env"] == ["QUAL_MODEL_KEY", "QUAL_HOST_TOKEN", "NOT_SET_ANYWHERE"]
     # This agent printed its environment into its answer; everything the harness wrote itself is free of the key.
     assert all(MODEL_KEY.encode() not in data for name, data in files.items() if name != "answer.txt")
-    on_host = (Path(req.host.workdir) / "runs" / "s1" / req.cell.id / "attempt-1" / ".fleet" / "launch.json").read_text()
-    assert MODEL_KEY not in on_host and MODEL_KEY not in req.model_dump_json()
+    # On the host too: the launch travels on the launcher's stdin, so no file but the agent's own answer holds the key.
+    on_host = [f for f in Path(req.host.workdir).rglob("*") if f.is_file() and not f.is_symlink() and f.name != "answer.txt"]
+    assert on_host and not [f for f in on_host if MODEL_KEY.encode() in f.read_bytes()]
+    assert MODEL_KEY not in req.model_dump_json()
 
 
 def test_local_shell_scripts_run_without_the_harness_settings(worker_env, tmp_path: Path) -> None:

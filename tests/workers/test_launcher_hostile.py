@@ -16,27 +16,43 @@ import tarfile
 from pathlib import Path
 
 from tests.support import REPO
+from workers import launcher
 
 LAUNCHER = REPO / "workers" / "launcher.py"
+TOKEN = "0123456789abcdef01234567"
+
+
+def fleet_of(base: Path) -> Path:
+    """The host's ``WORKDIR/.fleet`` for an attempt folder made by ``attempt()``."""
+    return base.parent / ".fleet"
+
+
+def out(base: Path) -> Path:
+    """The delivery folder pack writes into (never the attempt folder the agent wrote)."""
+    return fleet_of(base) / "deliveries" / TOKEN
 
 
 def pack(base: Path, *outputs: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, str(LAUNCHER), "pack", str(base), *outputs], capture_output=True, timeout=60)
+    """The launcher's pack as the worker calls it: the source and the request on stdin."""
+    body = {"source": LAUNCHER.read_text(encoding="utf-8"), "verb": "pack", "fleet": str(fleet_of(base)),
+            "token": TOKEN, "root": str(base), "outputs": list(outputs)}
+    return subprocess.run([sys.executable, "-c", launcher.BOOT, "pack", TOKEN], capture_output=True, timeout=60,
+                          input=(json.dumps(body) + "\n").encode(), cwd="/")
 
 
 def attempt(tmp_path: Path) -> tuple[Path, Path]:
     base = tmp_path / "attempt-1"
     (base / "workspace").mkdir(parents=True)
-    (base / ".fleet").mkdir()
+    out(base).mkdir(parents=True)
     return base, base / "workspace"
 
 
 def manifest(base: Path, name: str = "manifest.json") -> list[dict]:
-    return json.loads((base / ".fleet" / name).read_text(encoding="utf-8"))
+    return json.loads((out(base) / name).read_text(encoding="utf-8"))
 
 
 def members(base: Path, name: str = "workspace.tar.gz") -> dict[str, bytes]:
-    with tarfile.open(base / ".fleet" / name, "r:gz") as tar:
+    with tarfile.open(out(base) / name, "r:gz") as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
 
@@ -66,7 +82,7 @@ def test_links_fifos_and_devices_are_recorded_never_followed_or_opened(tmp_path:
     assert "link" not in by_path["fifo"] and "link" not in by_path["zero"]
     assert not any(p.startswith("to-folder/") for p in by_path)
     assert members(base) == {"real.txt": b"real\n"}
-    with open(base / ".fleet" / "workspace.tar.gz", "rb") as f:
+    with open(out(base) / "workspace.tar.gz", "rb") as f:
         import gzip
         assert b"CANARY" not in gzip.decompress(f.read())
 
@@ -79,7 +95,7 @@ def test_names_that_are_not_utf8_keep_their_bytes(tmp_path: Path) -> None:
     os.symlink(b"target\xfd", os.fsencode(ws) + b"/link")
     proc = pack(base)
     assert proc.returncode == 0, proc.stderr
-    raw = (base / ".fleet" / "manifest.json").read_bytes()
+    raw = (out(base) / "manifest.json").read_bytes()
     raw.decode("ascii")  # plain JSON: no raw byte, no surrogate a strict reader would refuse
     by_path = {e["path"]: e for e in json.loads(raw)}
     e = by_path["dir\\udcff/in.txt"]

@@ -18,8 +18,9 @@ class AttemptPaths:
     """Absolute paths of one attempt on the host.
 
     ``root/prompt.md`` is the prompt file, ``root/workspace/`` the agent's working folder (the only place
-    the product goes), ``root/.fleet/`` the harness's own files (launcher, stdout, stderr, exit status),
-    ``root/answer.txt`` the answer an agent may write for the owner.
+    the product goes), ``root/.fleet/`` scratch of the acceptance checks, ``root/answer.txt`` the answer an
+    agent may write for the owner. The launcher and its records (stdout, stderr, exit status) are not here,
+    where the agent can write, but in a per-delivery folder it is not told of (docs/launcher.md).
     """
 
     root: str

@@ -34,12 +34,14 @@ class LocalTransport(Transport):
     def close(self) -> None:
         pass
 
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         try:
-            proc = subprocess.run(
-                ["sh", "-c", script], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                env=host_environment(),
-            )
+            if stdin is None:
+                proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=timeout,
+                                      stdin=subprocess.DEVNULL, env=host_environment())
+            else:
+                proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=timeout, input=stdin,
+                                      env=host_environment())
         except subprocess.TimeoutExpired as exc:
             raise HostLost(f"local shell did not answer within {timeout:.0f} s", host=self.host.name) from exc
         return ShellResult(proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))

@@ -13,6 +13,7 @@ import io
 import shlex
 import socket
 import threading
+import time
 
 import paramiko
 from fabric import Config, Connection
@@ -144,9 +145,11 @@ class SSHTransport(Transport):
         return HostLost(f"connection lost during {what}: {type(exc).__name__}: {exc}", host=self.host.name)
 
     # -- hooks -----------------------------------------------------------------------------------
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         self.open()
         assert self._conn is not None
+        if stdin is not None:
+            return self._shell_with_stdin(script, timeout, stdin)
         try:
             r = self._conn.run(
                 "sh -c " + shlex.quote(script), hide=True, warn=True, timeout=timeout, in_stream=False
@@ -158,6 +161,47 @@ class SSHTransport(Transport):
             # that changed its key is not a lost host.
             raise self._lost("a command", exc) from exc
         return ShellResult(r.exited if r.exited is not None else -1, r.stdout, r.stderr)
+
+    def _shell_with_stdin(self, script: str, timeout: float, stdin: bytes) -> ShellResult:
+        """One command on a channel of its own, ``stdin`` sent whole and then closed. Not Fabric's ``in_stream``:
+        it copies a byte per 10 ms, which is minutes for the launcher's source."""
+        assert self._conn is not None
+        end = time.monotonic() + timeout
+        out: list[bytes] = []
+        err: list[bytes] = []
+        try:
+            transport = self._conn.client.get_transport()
+            if transport is None:
+                raise EOFError("no SSH transport")
+            chan = transport.open_session(timeout=timeout)
+            try:
+                chan.settimeout(max(1.0, timeout))
+                chan.exec_command("sh -c " + shlex.quote(script))
+                chan.sendall(stdin)
+                chan.shutdown_write()
+                chan.settimeout(0.0)
+                while True:
+                    busy = False
+                    while chan.recv_ready():
+                        out.append(chan.recv(65536))
+                        busy = True
+                    while chan.recv_stderr_ready():
+                        err.append(chan.recv_stderr(65536))
+                        busy = True
+                    if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                        break
+                    if time.monotonic() > end:
+                        raise socket.timeout(f"no answer within {timeout:.0f} s")
+                    if not busy:
+                        time.sleep(0.005)
+                code = chan.recv_exit_status()
+            finally:
+                chan.close()
+        except (socket.timeout, TimeoutError) as exc:
+            raise self._lost(f"a command that did not answer within {timeout:.0f} s", exc) from exc
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise self._lost("a command", exc) from exc
+        return ShellResult(code, b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"))
 
     def _sftp_client(self) -> paramiko.SFTPClient:
         self.open()
