@@ -66,7 +66,8 @@ def _q(s: str) -> str:
 def safe_member(name: str) -> bool:
     """Whether a tar member's name stays inside the folder it is read into: relative, no ``..`` part. A tar
     from the host is refused member by member otherwise, whoever made it (defence in depth)."""
-    if not name or name.startswith("/") or "\\" in name or "\0" in name:
+    # A backslash is an ordinary character of a POSIX file name (the store keeps such names), not a separator.
+    if not name or name.startswith("/") or "\0" in name:
         return False
     return ".." not in posixpath.normpath(name).split("/") and ".." not in name.split("/")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -148,4 +149,8 @@ def test_a_hostile_workspace_on_an_sshd_host_travels_through_the_manifest_and_th
     summary = json.loads(r.stdout)
     (cell,) = summary["cells"]
     assert (cell["status"], cell["attempts"]) == ("finished", 1), cell
-    _check_attempt(runs / summary["sweep"] / cell["id"] / "attempt-1")
+    try:
+        _check_attempt(runs / summary["sweep"] / cell["id"] / "attempt-1")
+    finally:
+        # The host is shared by the session's tests: leave no path deeper than PATH_MAX there (rmtree walks by fd).
+        shutil.rmtree(host.workdir / "runs" / summary["sweep"], ignore_errors=True)

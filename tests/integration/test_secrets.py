@@ -219,7 +219,8 @@ def test_no_secret_reaches_an_agent_or_anything_stored(tmp_path: Path, ssh_hosts
             folder = runs / sweep_id / cells[host]["id"] / "attempt-1"
             printed = dict(line.split("=", 1) for line in (folder / "answer.txt").read_text().splitlines() if "=" in line)
             assert "PATH" in printed and "HOME" in printed, printed
-            assert not [k for k in printed if k.startswith("FLEET_")], printed
+            # The one FLEET_ variable is the delivery's marker (docs/environment.md), a random value, no setting.
+            assert not [k for k in printed if k.startswith("FLEET_") and k != "FLEET_AGENT_MARK"], printed
             assert "DEPLOY_TOKEN" not in printed and "QUAL_MODEL_KEY" not in printed, printed
         transcript = (runs / sweep_id / cells["lockey"]["id"] / "attempt-1" / "transcript.jsonl").read_text()
         assert "KEY=unset" in transcript and "PATH=" in transcript  # the builtin's `env` ran, without the key

@@ -227,6 +227,15 @@ exit 5
 """
 
 
+def _tree(folder: Path) -> set[Path]:
+    """Every path under ``folder`` that can be named: the host is shared by the session's tests, and one of them
+    leaves a workspace deeper than PATH_MAX, which ``rglob`` cannot enter (os.walk skips what it cannot open)."""
+    out: set[Path] = set()
+    for root, dirs, files in os.walk(folder):
+        out.update(Path(root, n) for n in dirs + files)
+    return out
+
+
 def test_an_agent_that_rewrites_what_it_finds_cannot_change_the_result_or_escape(tmp_path, ssh_hosts, client_key,
                                                                                   redis_server, namespace, workers):
     host = ssh_hosts["charlie"]
@@ -234,7 +243,7 @@ def test_an_agent_that_rewrites_what_it_finds_cannot_change_the_result_or_escape
     prompts = write_prompts(tmp_path / "prompts", {"01-one": "one\n"})
     workers(["charlie"], inv)
     runs = tmp_path / "runs"
-    before = {p for p in host.folder.rglob("*")}
+    before = _tree(host.folder)
     r = run_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
                    "--broker", redis_server.url], namespace)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -251,7 +260,7 @@ def test_an_agent_that_rewrites_what_it_finds_cannot_change_the_result_or_escape
     assert not [a["name"] for a in meta["artifacts"] if "pwned" in a["name"]]
     assert not list(tmp_path.rglob("pwned*")) and not Path("/tmp/pwned-abs").exists()
     host_root = Path(meta["workspace"]).parent
-    new = {p for p in host.folder.rglob("*")} - before
+    new = _tree(host.folder) - before
     outside = sorted(str(p) for p in new if host_root not in p.parents and p != host_root
                      and host.workdir / ".fleet" not in p.parents and "pwned" in p.name)
     assert outside == []
