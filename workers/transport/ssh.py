@@ -308,8 +308,13 @@ class SSHTransport(Transport):
                             err += chan.recv_stderr(65536)
                         if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                             break
-                        # Readable when output arrives or the channel closes; the exit status wakes no one.
-                        select.select([chan], [], [], 0.2)
+                        if chan.eof_received:
+                            # All output is in; the exit status follows (the channel stays readable after EOF,
+                            # so waiting on it would spin).
+                            chan.status_event.wait(0.2)
+                        else:
+                            # Readable when output arrives or the channel closes; the exit status wakes no one.
+                            select.select([chan], [], [], 0.2)
                     code = chan.recv_exit_status()
                 finally:
                     chan.close()
