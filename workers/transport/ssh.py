@@ -341,8 +341,10 @@ class SSHTransport(Transport):
     def _transfer(self, what: str) -> _Deadline:
         """A transfer's deadline: no data moved for ``stall_timeout`` seconds. Its whole time depends on the
         file's size and the link, so there is no total limit; a dead link is caught by the keepalive too."""
-        stall = self.host.stall_timeout
-        return _Deadline(stall, lambda: self._abort(f"{what} moved no data for {stall:g} s"))
+        return _Deadline(self.host.stall_timeout, lambda: self._stalled(what))
+
+    def _stalled(self, what: str) -> None:
+        self._abort(f"{what} moved no data for {self.host.stall_timeout:g} s")
 
     def put(self, path: str, data: bytes) -> None:
         self.open()
@@ -351,6 +353,10 @@ class SSHTransport(Transport):
         try:
             with deadline:
                 self._sftp_client().putfo(io.BytesIO(data), path, callback=lambda done, total: deadline.progress())
+        except TimeoutError as exc:
+            # The SFTP channel's own timeout (stall_timeout) came before the watchdog: the same stall.
+            self._stalled(what)
+            raise self._lost(what, exc) from exc
         except (OSError, EOFError, paramiko.SSHException) as exc:
             if isinstance(exc, IOError) and self.alive and not deadline.expired:
                 raise HostLost(f"cannot write {path}: {exc}", host=self.host.name) from exc
@@ -366,6 +372,9 @@ class SSHTransport(Transport):
         try:
             with deadline:
                 self._sftp_client().getfo(path, buf, callback=lambda done, total: deadline.progress())
+        except TimeoutError as exc:
+            self._stalled(what)
+            raise self._lost(what, exc) from exc
         except FileNotFoundError:
             if deadline.expired or not self.alive:
                 raise self._lost(what) from None
