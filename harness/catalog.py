@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from harness.errors import CatalogError, UsageError
 from harness.tomlfile import read_toml, validate
 
-__all__ = ["Item", "Catalog", "load_catalog", "render", "draw_values", "BUNDLED_PROMPTS_DIR"]
+__all__ = ["Item", "Catalog", "load_catalog", "read_prompt", "render", "draw_values", "BUNDLED_PROMPTS_DIR"]
 
 CATALOG_SCHEMA_VERSION: Final = 1
 BUNDLED_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
@@ -131,6 +131,10 @@ def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], fil
     from harness.checks.spec import CheckSpecError, check_kind, load_checks
 
     for i, name in enumerate(names):
+        if name.startswith(("/", "\\")) or "\\" in name or ".." in PurePosixPath(name).parts:
+            # A check is the item's own file: a name climbing out of checks/ would run any file as its check.
+            raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a file inside the item's checks/ folder "
+                                                    "(no '..', no absolute path)")
         if check_kind(name) is None:
             raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a checks/test_*.py or checks/*.web.toml file")
         path = folder / "checks" / name
@@ -142,6 +146,26 @@ def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], fil
             raise CatalogError(str(path), exc.key, exc.problem) from None
 
 
+def read_prompt(path: Path) -> str:
+    """A prompt file's text, byte for byte: decoded as UTF-8 without newline translation (``read_text`` would
+    turn every CR and CRLF into LF, and the agent would get a different prompt from the one in the file). A NUL
+    byte or bytes that are not UTF-8 are refused with the offset: a prompt is text, and no agent's command line
+    or JSON request would carry it unchanged."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CatalogError(str(path), "", "file not found") from None
+    except OSError as exc:
+        raise CatalogError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(str(path), "", f"byte {exc.start}: not UTF-8 text ({exc.reason})") from None
+    if "\x00" in text:
+        raise CatalogError(str(path), "", f"byte {data.index(0)}: a NUL byte (a prompt is text)")
+    return text
+
+
 def load_open_item(folder: Path) -> Item:
     """Read one ``prompts/open/NN-slug/`` folder."""
     m = _OPEN_DIR.match(folder.name)
@@ -150,10 +174,7 @@ def load_open_item(folder: Path) -> Item:
     meta_file = folder / "item.toml"
     meta = validate(_OpenMeta, read_toml(meta_file, CatalogError), str(meta_file), CatalogError)
     prompt_file = folder / "prompt.md"
-    try:
-        prompt = prompt_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CatalogError(str(prompt_file), "", "file not found") from None
+    prompt = read_prompt(prompt_file)
     if not prompt.strip():
         raise CatalogError(str(prompt_file), "", "prompt is empty")
     _check_check_files(folder, meta.checks, meta.vars, str(meta_file), "checks")

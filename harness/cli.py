@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 from rich.console import Console
 
-from harness.errors import FleetError, SweepInterrupted, UsageError
+from harness.errors import FleetError, SweepInterrupted, UsageError, one_line
 
 if TYPE_CHECKING:
     from harness.coordinator import Coordinator
@@ -116,7 +116,8 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
             started = True
 
     co = Coordinator(store, settings, retry=RetryPolicy(max_attempts=settings.max_attempts, backoff_s=settings.retry_backoff_s),
-                     on_event=prog if not as_json else (lambda e: None), on_start=on_start, on_warning=_warn)
+                     on_event=prog if not as_json else (lambda e: None), on_start=on_start, on_warning=_warn,
+                     on_notice=prog.notice)
     try:
         result = verb(co)
     finally:
@@ -212,12 +213,14 @@ def _finish(sweep, store, as_json: bool) -> None:
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--dry-run", "dry_run", is_flag=True,
+              help="Read the inventory and the prompts, print the planned cells, and stop: nothing is dispatched or stored.")
 @common_runs
 @common_broker
 @common_verbose
 @common_log_file
-def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, runs, broker,
-          verbose, log_file) -> None:
+def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, dry_run,
+          runs, broker, verbose, log_file) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
@@ -229,6 +232,10 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
+        _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
+                    repeat=repeat, label=label, as_json=as_json)
+        return
     _coordinate(
         settings,
         lambda co: co.sweep(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
@@ -292,6 +299,23 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
     inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
     _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
+
+
+def _print_plan(inv, cat, *, as_json: bool, **plan_options: Any) -> None:
+    """`fleet sweep --dry-run`: the cells the sweep would have, from the same planner, and nothing else (a CI
+    job checks an edited inventory or prompt this way before a night's sweep)."""
+    from harness.plan import plan_sweep
+
+    planned = plan_sweep(inv, cat, **plan_options)
+    if as_json:
+        cells = [{"id": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep} for c in planned.cells]
+        json.dump({"inventory": inv.path, "prompts": cat.root, "cells": cells}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    for c in planned.cells:
+        console.print(c.id, markup=False, soft_wrap=True)
+    console.print(f"{len(planned.cells)} cell(s) planned from {inv.path} and {cat.root}; nothing dispatched",
+                  markup=False, soft_wrap=True)
 
 
 def _inventory_for(rec, override: str | None):
@@ -381,7 +405,7 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
     else:
         total = len(names)
     # The worker's own settings reach its tasks through this call (pool processes fork after it), not the environment.
-    app = configure(settings)
+    app = configure(settings, worker=True)
     queues = ",".join(queue_for(n, settings.namespace) for n in names)
     err_console.print(f"fleet worker: queues {queues}; {settings.one_line('worker')}", markup=False, soft_wrap=True)
     app.worker_main(
@@ -512,6 +536,25 @@ def import_(format_name, path, out) -> None:
 
 
 @cli.group()
+def transcript() -> None:
+    """Read normalized transcripts (docs/transcript.md)."""
+
+
+@transcript.command("check")
+@click.argument("file")
+def transcript_check(file) -> None:
+    """Validate a transcript.jsonl line by line and print how many events of each kind it holds."""
+    from collections import Counter
+
+    from harness.transcript import read_transcript
+
+    events = read_transcript(file)
+    kinds = Counter(e.event for e in events)
+    shown = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no events"
+    console.print(f"{file}: {len(events)} event(s): {shown}", markup=False, soft_wrap=True)
+
+
+@cli.group()
 def guard() -> None:
     """Check the guard's rules on real output."""
 
@@ -548,11 +591,16 @@ def model() -> None:
 @click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
 @click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
 @click.option("--log", "log_path", default=None, help="Append every request and answer to this JSONL file.")
-def model_serve(script, host, port, model_id, log_path) -> None:
+@click.option("--check", is_flag=True, help="Read and validate the scripts, print them, and exit without serving.")
+def model_serve(script, host, port, model_id, log_path, check) -> None:
     """Serve a script over HTTP until interrupted; prints `listening on URL` first."""
-    from harness.modelserver import ScriptError, serve
+    from harness.modelserver import ScriptError, load_scripts, serve
 
     try:
+        if check:
+            for name in load_scripts(list(script)):
+                console.print(f"{name}: valid", markup=False, soft_wrap=True)
+            return
         serve(list(script), host=host, port=port, model_id=model_id, log_path=log_path)
     except ScriptError as exc:
         raise UsageError(str(exc)) from None
@@ -607,11 +655,17 @@ def main(argv: list[str] | None = None) -> Any:
     except (click.exceptions.Abort, KeyboardInterrupt):
         err_console.print("fleet: interrupted", soft_wrap=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # `fleet` or a group with nothing after it: the help is the answer
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        # A bad argument is bad input like a bad file: one line (click's own form is usage, hint, blank, error).
+        hint = f" (see `{exc.ctx.command_path} -h`)" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        err_console.print(f"fleet: error: {one_line(exc.format_message())}{hint}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except FleetError as exc:
-        err_console.print(f"fleet: error: {exc}", markup=False, soft_wrap=True)
+        # one_line: a UsageError quotes arguments as given (a host or sweep name with a newline in it).
+        err_console.print(f"fleet: error: {one_line(str(exc))}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

@@ -16,9 +16,11 @@ from typing import Callable, Iterator
 
 from harness.catalog import Catalog
 from harness.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
-from harness.errors import DispatchError, FleetError, SweepInterrupted, UsageError
+from harness.diskfull import is_disk_full
+from harness.errors import DiskFull, DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
+from harness.outage import Outage
 from harness.records import AttemptSummary, Cell, SweepRecord
 from harness.settings import Settings, redact
 from harness.stopping import Stopped
@@ -49,6 +51,8 @@ class Coordinator:
     on_event: Callable[[Event], None] = lambda e: None
     on_start: Callable[[SweepRecord], None] = lambda s: None
     on_warning: Callable[[str], None] = lambda text: None
+    on_notice: Callable[[str], None] = lambda text: None
+    """Lines about the queue itself (unreachable since N s, reachable again), for the progress."""
 
     # -- verbs -----------------------------------------------------------------------------------------
     def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:
@@ -252,17 +256,37 @@ class Coordinator:
                     d = Dispatcher(
                         app=app, writer=writer, sweep=sweep, inventory=inventory,
                         namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
+                        outage=self._outage(),
                     )
+                    if self.settings.embedded:
+                        from harness.embedded import internal_error
+
+                        d.internal_error = internal_error
                     d.run(planned)
         except BaseException as exc:
             dispatched = any(sweep.attempts.values())
             if fresh and not dispatched:
                 self.store.discard_sweep(sweep.id)
+            if isinstance(exc, Exception) and is_disk_full(exc):
+                # SQLite's and SQLAlchemy's errors run over several lines (the SQL, its parameters): one line.
+                what = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                then = (f"sweep {sweep.id} is interrupted: free some space, then `fleet resume {sweep.id}`"
+                        if dispatched or not fresh else "nothing was kept")
+                raise DiskFull(f"no space left on device under {self.settings.runs} ({what}); {then}") from exc
             if isinstance(exc, KeyboardInterrupt):
                 how = exc.how if isinstance(exc, Stopped) else "Ctrl-C"
                 raise SweepInterrupted(sweep.id, how, resumable=dispatched or not fresh) from exc
             raise
         return sweep
+
+
+    def _outage(self) -> Outage:
+        """How this coordinator rides out an unreachable queue: a Redis one for FLEET_BROKER_OUTAGE_S; the embedded
+        SQLite queue never (its errors are the disk's, and waiting mends none of them)."""
+        if self.settings.embedded:
+            return Outage(limit_s=0)
+        return Outage(limit_s=self.settings.broker_outage_s, where=f"the broker at {redact(self.settings.broker_url)}",
+                      on_notice=self.on_notice)
 
 
 def _check_broker(app, settings: Settings) -> None:

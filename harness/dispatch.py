@@ -11,6 +11,10 @@
   write error) becomes that attempt's harness failure, and every other host goes on.
 - Results are recorded by this process alone (the single writer), once per (cell, attempt), and a
   result is forgotten in the backend only after its record is durable.
+- An outage of the queue (Redis restarting, a network blip) is ridden out (``harness.outage``): every read
+  and send waits with back-off and is made again, the progress says so; past ``FLEET_BROKER_OUTAGE_S`` the
+  attempts in flight stay ``dispatched`` (their results, stored by the workers later, are taken by
+  ``fleet resume``), the sweep is ``interrupted`` and ``BrokerOutage`` says how to resume.
 - Stopped by Ctrl-C, SIGTERM or SIGHUP, the loop revokes what is in flight, records each such attempt
   (its result if it already came, else ``revoked``) and leaves the sweep ``interrupted``: no cell stays
   ``running``.
@@ -33,9 +37,11 @@ from pathlib import Path
 
 from harness.catalog import render
 from harness.checks.spec import load_checks
-from harness.errors import DispatchError, FleetError, InfrastructureError, StoreError
+from harness.diskfull import is_disk_full
+from harness.errors import BrokerOutage, DispatchError, FleetError, InfrastructureError, StoreError
 from harness.failures import is_retried
 from harness.inventory import Inventory
+from harness.outage import Outage
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
@@ -109,6 +115,10 @@ class Dispatcher:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     on_event: Callable[[Event], None] = lambda e: None
     poll_s: float = 0.2
+    outage: Outage = field(default_factory=lambda: Outage(limit_s=0))
+    """How an unreachable queue is waited out (none by default: an error at once)."""
+    internal_error: Callable[[str], BaseException | None] = lambda task_id: None
+    """The embedded worker's errors outside a task's body, by task id (``harness.embedded.internal_error``)."""
 
     def __post_init__(self) -> None:
         self._waiting: dict[str, deque[tuple[Cell, int]]] = defaultdict(deque)
@@ -132,6 +142,29 @@ class Dispatcher:
                 self._dispatch_free_slots()
                 if not self._poll():
                     time.sleep(self.poll_s)
+        except BrokerOutage as exc:
+            # Nothing is settled: a worker may still finish and store its result once the queue is back, and
+            # `fleet resume` takes it then (a revoke or a `revoked` record now would throw it away).
+            self.writer.set_status(self.sweep, "interrupted")
+            n = len(self._in_flight)
+            for f in self._in_flight.values():
+                drop_quietly(f.async_result)
+            raise BrokerOutage(f"{exc}; sweep {self.sweep.id} interrupted with {n} attempt(s) in flight, whose "
+                               f"results `fleet resume {self.sweep.id}` takes when the queue is back") from exc
+        except Exception as exc:
+            if not is_disk_full(exc):
+                self._settle_in_flight(exc)
+                self.writer.set_status(self.sweep, "interrupted")
+                raise
+            # A full disk: settling would only fail to write, or record `revoked` over results that came. The
+            # attempts in flight stay `dispatched` with their results in the backend, for `fleet resume`.
+            for f in self._in_flight.values():
+                drop_quietly(f.async_result)
+            try:
+                self.writer.set_status(self.sweep, "interrupted")
+            except StoreError:
+                pass  # readers call a sweep nobody writes any more interrupted anyway
+            raise
         except BaseException as exc:
             self._settle_in_flight(exc)
             self.writer.set_status(self.sweep, "interrupted")
@@ -180,15 +213,19 @@ class Dispatcher:
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle.
         self.writer.dispatched(
             self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
+        args = [req.model_dump(mode="json")]
         try:
-            ar = self.app.send_task(
+            # Sent again after an outage with the same task id: a task that did get out is recorded once anyway.
+            ar = self.outage.call(f"sending {cell.id} attempt {attempt}", lambda: self.app.send_task(
                 TASK_RUN_ATTEMPT,
-                args=[req.model_dump(mode="json")],
+                args=args,
                 task_id=task_id,
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
                 soft_time_limit=item.timeout_s + 600,
                 time_limit=task_time_limit(item.timeout_s),
-            )
+            ))
+        except BrokerOutage:
+            raise
         except Exception as exc:  # kombu/redis errors: the queue itself failed
             raise DispatchError(f"cannot send {cell.id} attempt {attempt} to the queue: {exc}") from exc
         self._in_flight[task_id] = _InFlight(cell, attempt, ar)
@@ -200,15 +237,32 @@ class Dispatcher:
         progressed = False
         for task_id, f in list(self._in_flight.items()):
             try:
-                state = f.async_result.state
+                state = self.outage.call("reading results", lambda: f.async_result.state)
+            except BrokerOutage:
+                raise
             except Exception as exc:
                 raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
+            if state not in ("SUCCESS", "FAILURE", "REVOKED") and (lost := self.internal_error(task_id)) is not None:
+                if is_disk_full(lost):
+                    raise StoreError(f"the embedded worker cannot store the result of {f.cell.id} attempt {f.attempt}: "
+                                     f"{str(lost).splitlines()[0] if str(lost) else type(lost).__name__}") from lost
+                self._record(f.cell, harness_failure(self.sweep.id, f.cell, f.attempt, "worker_error",
+                                                     f"the worker could not store the attempt's result: {lost}"))
+                del self._in_flight[task_id]
+                self._per_host[f.cell.host] -= 1
+                progressed = True
+                continue
             if state == "STARTED" and not f.started:
                 f.started = True
                 self.on_event(Event("started", f.cell, f.attempt))
             if state not in ("SUCCESS", "FAILURE", "REVOKED"):
                 continue
-            result = self._result_of(f, state)
+            try:
+                result = self.outage.call("reading results", lambda: self._result_of(f, state))
+            except BrokerOutage:
+                raise
+            except Exception as exc:
+                raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
             self._record(f.cell, result)
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
@@ -259,6 +313,7 @@ class Dispatcher:
                                "revoked and a late result is discarded", self.on_event)
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
+            drop_quietly(f.async_result)
             del self._in_flight[task_id]
 
 
@@ -299,6 +354,18 @@ def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -
     return result
 
 
+def drop_quietly(async_result: AsyncResult) -> None:
+    """Let go of a result the coordinator no longer waits for without a word: Celery's ``AsyncResult.__del__``
+    unsubscribes from the backend, and with Redis away that prints an ignored exception's traceback on the
+    terminal (at exit, or whenever it is collected)."""
+    try:
+        if async_result.backend is not None:
+            async_result.backend.remove_pending_result(async_result)
+    except Exception:  # noqa: BLE001 - the backend is away: there is nothing to unsubscribe from any more
+        pass
+    async_result.backend = None
+
+
 def forget_result(async_result: AsyncResult) -> None:
     """Drop a recorded attempt's result from the backend. A backend that cannot (full disk, gone) keeps it: a
     later ``resume`` finds that attempt already recorded and changes nothing."""
@@ -318,6 +385,10 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
         if not writer.record_attempt(sweep, result):
             return None
     except Exception as exc:  # noqa: BLE001 - whatever one delivery does, it is that attempt's failure
+        if is_disk_full(exc):
+            # Not this delivery's fault, and the next would fail the same: stop (its result stays in the backend
+            # and the attempt `dispatched`, so `fleet resume` records it once there is room).
+            raise
         if isinstance(exc, InfrastructureError):
             reason = exc.reason
         else:
@@ -337,6 +408,9 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
     try:
         return result, grade_attempt(writer, sweep, cell, result.attempt).grade
     except FleetError as exc:
+        if is_disk_full(exc):
+            raise  # resume grades an attempt recorded but not graded
+
         on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: cannot grade: {exc}"))
         return result, ""
 

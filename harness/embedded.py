@@ -15,14 +15,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import warnings
+
 from celery import Celery
+from celery.signals import task_internal_error
 from kombu import Queue
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
 from harness.errors import DispatchError
 
-__all__ = ["embedded_worker"]
+__all__ = ["embedded_worker", "internal_error"]
+
+_internal_errors: dict[str, BaseException] = {}
+_internal_lock = threading.Lock()
+
+
+def internal_error(task_id: str) -> BaseException | None:
+    """The error that kept the embedded worker from storing a task's result (a full disk under its SQLite
+    backend), or None. Celery only warns of it, and the task would stay STARTED for ever: the coordinator,
+    which shares this process, asks here instead."""
+    with _internal_lock:
+        return _internal_errors.get(task_id)
+
+
+def _on_internal_error(sender: object = None, task_id: str | None = None, exception: BaseException | None = None,
+                       **_: object) -> None:
+    if task_id and exception is not None:
+        with _internal_lock:
+            _internal_errors[task_id] = exception
 
 
 class _Controller(WorkController):
@@ -58,6 +79,10 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
     if lock_dir is not None:
         _declare_queues(app, queues, lock_dir)
     logging.getLogger("celery").setLevel(logging.WARNING)
+    # Celery reports an error outside a task's body (its result could not be stored) as a RuntimeWarning with
+    # a traceback, on this terminal; the coordinator hears of it through task_internal_error and says it once.
+    warnings.filterwarnings("ignore", message="Exception raised outside body", category=RuntimeWarning)
+    task_internal_error.connect(_on_internal_error, weak=False)
     logging.getLogger("kombu").setLevel(logging.WARNING)
     worker = _Controller(
         app=app,
@@ -100,3 +125,4 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
         worker_state.should_terminate = 0
         thread.join(30)
         worker_state.should_terminate = None
+        task_internal_error.disconnect(_on_internal_error)

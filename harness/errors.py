@@ -13,10 +13,14 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   ├── InventoryError                    inventory file: file, key path, problem
     │   ├── CatalogError                      prompt item or round: file, key path, problem
     │   ├── UsageError                        a bad argument or an unknown host / item / agent / sweep
-    │   └── TranscriptError                   a transcript or raw session that cannot be read
-    │       └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
+    │   ├── TranscriptError                   a transcript or raw session that cannot be read
+    │   │   └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
+    │   └── UnsafeStoredPath                  a stored id or name (sweep.json, journal.jsonl) would make a path
+    │                                         outside the sweep's folder, or a stored file is a link out of it
     ├── StoreError                            the results directory cannot be read or written
+    │   └── DiskFull                          no space left under it; the sweep is left for resume
     ├── DispatchError                         the queue (broker, result backend) failed
+    │   └── BrokerOutage                      it stayed unreachable past FLEET_BROKER_OUTAGE_S; sweep resumable
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
     ├── NothingMeasured              exit 3   the sweep ran, but every cell ended in a harness failure
     ├── GradeGate                    exit 4   a cell's grade is one of those given to --fail-on
@@ -24,6 +28,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
         ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
         ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
         ├── HostLost                          the connection died while a run was going
+        ├── SupervisionLost                   the agent's run was not supervised to its end (launcher gone, ...)
         ├── AgentNotStarted                   the agent never started (the launcher reported no start in time)
         ├── AgentMissing                      the agent's program is not on the host (not retried)
         ├── AgentUnsuited                     the agent cannot work with the host's setup (not retried)
@@ -43,7 +48,10 @@ and why (docs/failures.md).
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
+    "one_line",
     "FleetError",
     "InputError",
     "InventoryError",
@@ -51,8 +59,11 @@ __all__ = [
     "UsageError",
     "TranscriptError",
     "TranscriptImportError",
+    "UnsafeStoredPath",
     "StoreError",
+    "DiskFull",
     "DispatchError",
+    "BrokerOutage",
     "SweepInterrupted",
     "NothingMeasured",
     "GradeGate",
@@ -60,6 +71,7 @@ __all__ = [
     "HostUnreachable",
     "HostKeyMismatch",
     "HostLost",
+    "SupervisionLost",
     "AgentNotStarted",
     "AgentMissing",
     "AgentUnsuited",
@@ -70,6 +82,17 @@ __all__ = [
     "ArtifactCorrupt",
     "ArtifactRefused",
 ]
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control, format or unassigned character (a newline, ESC, NUL, a right-to-left
+    override, a lone surrogate) written as its escape (``\\n``, ``\\x1b``, ``\\u202e``). Error messages quote
+    file names, keys and values from the user's input; escaped, the message stays the one line the CLI
+    promises, and a name cannot move the cursor, clear the terminal or reverse the text after it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c == " " or not unicodedata.category(c).startswith(("C", "Z")) or c.isprintable()
+                   else repr(c)[1:-1] for c in text)
 
 
 class FleetError(Exception):
@@ -92,7 +115,7 @@ class _FileKeyError(InputError):
         self.key = key
         self.problem = problem
         where = f"{file}: {key}" if key else file
-        super().__init__(f"{where}: {problem}")
+        super().__init__(one_line(f"{where}: {problem}"))
 
 
 class InventoryError(_FileKeyError):
@@ -116,12 +139,29 @@ class TranscriptImportError(TranscriptError):
     does not understand. ``key`` is the JSON path, e.g. ``calls[3].tool`` or ``sessions[1].calls``."""
 
 
+class UnsafeStoredPath(_FileKeyError):
+    """A crafted or damaged store: an id or name read from one of its files (a cell id with ``../``, an absolute
+    path, a NUL, a sweep.json naming another sweep) would make a path outside the sweep's folder, or a folder or
+    record file in it is a symbolic link that leads out. Nothing is read or written through it; the line names
+    the file and the key."""
+
+
 class StoreError(FleetError):
     """The results directory cannot be read or written."""
 
 
+class DiskFull(StoreError):
+    """No space is left on the device of the results directory (or of the embedded queue beside it). The sweep
+    stopped at once, nothing half-written is left, and ``fleet resume`` completes it once there is room."""
+
+
 class DispatchError(FleetError):
     """The queue failed: the broker or the result backend cannot be reached or answered wrongly."""
+
+
+class BrokerOutage(DispatchError):
+    """The broker or result backend stayed unreachable longer than ``FLEET_BROKER_OUTAGE_S``. The sweep is left
+    ``interrupted`` with its attempts in flight still ``dispatched``: ``fleet resume`` takes their results."""
 
 
 class SweepInterrupted(FleetError):
@@ -181,6 +221,14 @@ class HostLost(InfrastructureError):
     """The connection to the host died while an attempt was running."""
 
     reason = "host_lost"
+
+
+class SupervisionLost(InfrastructureError):
+    """The agent's run was not supervised to its end: its launcher on the host died first, a later delivery of
+    the same attempt or host slot ended it, or no heartbeat came from the worker within the bound and the
+    launcher ended it. Nothing was measured; retried."""
+
+    reason = "supervision_lost"
 
 
 class AgentNotStarted(InfrastructureError):

@@ -26,6 +26,7 @@ FailureReason = Literal[
     "host_unreachable",
     "host_key_mismatch",
     "host_lost",
+    "supervision_lost",
     "agent_not_started",
     "agent_missing",
     "agent_unsuited",
@@ -63,6 +64,9 @@ REASONS: dict[str, Reason] = {
         Reason("host_key_mismatch", False, "the host's key is not the pinned one: waiting cannot change a key, and "
                "connecting again would only talk to the impostor again", errors.HostKeyMismatch),
         Reason("host_lost", True, "the connection died mid-run: the host may come back", errors.HostLost),
+        Reason("supervision_lost", True, "the run was not supervised to its end (its launcher died, a later "
+               "delivery of its attempt or slot ended it, or the worker's heartbeat stopped): nothing was measured",
+               errors.SupervisionLost),
         Reason("agent_not_started", True, "the launcher reported no start in time: a slow or busy host",
                errors.AgentNotStarted),
         Reason("agent_missing", False, "the agent's program is not installed there: it will not appear by itself",

@@ -18,6 +18,7 @@ A bad file raises ``InventoryError(file, key path, problem)``.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import re
 from pathlib import Path
@@ -36,8 +37,44 @@ INVENTORY_SCHEMA_VERSION: Final = 1
 BUNDLED_INVENTORY_DIR = Path(__file__).resolve().parent.parent / "inventory"
 
 _NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}=?$")
 _KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521")
+
+
+_KEY_FIELDS = {"ssh-ed25519": 2, "ssh-rsa": 3, "ecdsa-sha2-nistp256": 3, "ecdsa-sha2-nistp384": 3,
+               "ecdsa-sha2-nistp521": 3}
+"""Length-prefixed fields of each key type's public blob (RFC 4253 6.6, RFC 5656 3.1, RFC 8709 4), the name first."""
+
+
+def _key_blob_problem(kind: str, text: str) -> str:
+    """Why ``text`` is not the base64 public key blob of a ``kind`` key, or "" when it is one. Checked here, when
+    the inventory is read, so that a pin pasted wrong (cut, another key's type, not base64) is one line naming
+    the key, not a failure inside the SSH library when a worker first connects."""
+    try:
+        blob = binascii.a2b_base64(text, strict_mode=True)
+    except binascii.Error:
+        return "not valid base64"
+    fields: list[bytes] = []
+    at = 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            return "the key data is cut short"
+        size = int.from_bytes(blob[at:at + 4], "big")
+        if at + 4 + size > len(blob):
+            return "the key data is cut short"
+        fields.append(blob[at + 4:at + 4 + size])
+        at += 4 + size
+    if not fields:
+        return "no key data"
+    if fields[0] != kind.encode():
+        named = fields[0].decode("ascii", "replace") if fields[0].isascii() and fields[0] else "something else"
+        return f"the key data is a {named!r} key, not {kind!r}"
+    if len(fields) != _KEY_FIELDS[kind]:
+        return "the key data is cut short" if len(fields) < _KEY_FIELDS[kind] else "the key data has extra fields"
+    if kind == "ssh-ed25519" and len(fields[1]) != 32:
+        return f"an ed25519 key is 32 bytes, this one is {len(fields[1])}"
+    return ""
 
 
 class _Strict(BaseModel):
@@ -53,8 +90,9 @@ class ModelEndpoint(_Strict):
     max_output: int = Field(gt=0, description="Per-reply output limit in tokens.")
     server: str = Field(default="", description="What serves it (llama.cpp, vllm, ollama, lemonade): for people.")
     api_key_env: str = Field(
-        default="", description="Name of a host environment variable holding the API key; the key itself is never stored."
-    )
+        default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="Name of a host environment variable holding the API key; the key itself is never stored. "
+                    "Every agent on the host gets that variable from the host's environment.")
     scripted: bool = Field(
         default=False,
         description="The coordinator serves this endpoint itself with the items' demo scripts (model.toml); local hosts only.",
@@ -81,7 +119,12 @@ class AgentConfig(_Strict):
         description="openclaw/opencode/hermes: the agent's executable, a path or a name on the host's PATH "
         "(default: the kind's usual name).",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this agent only: values "
+                                "that travel with each task, so never a secret (docs/environment.md).")
+    pass_env: list[Annotated[str, Field(pattern=_ENV_NAME)]] = Field(
+        default_factory=list,
+        description="Names of the host's own environment variables this agent also gets, read on the host when "
+                    "it starts: the way to hand it a secret, whose value then never leaves the host.")
     version_command: list[str] = Field(default_factory=list, description="argv printing the agent's version.")
 
     @field_validator("kind")
@@ -152,6 +195,9 @@ class Host(_Strict):
             parts = parts[1:]
         if len(parts) < 2 or parts[0] not in _KEY_TYPES:
             raise ValueError("expected a known_hosts line, 'TYPE BASE64' or a 'SHA256:...' fingerprint")
+        problem = _key_blob_problem(parts[0], parts[1])
+        if problem:
+            raise ValueError(f"{parts[0]} key: {problem}")
         return f"{parts[0]} {parts[1]}"
 
     @field_validator("transport")

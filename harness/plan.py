@@ -15,6 +15,9 @@ from harness.version import harness_commit
 
 __all__ = ["plan_sweep", "new_sweep_id"]
 
+MAX_REPEAT = 1000
+"""The most repetitions ``--repeat`` may ask for, as ``repetitions`` of a round (harness/catalog.py)."""
+
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -60,6 +63,9 @@ def plan_sweep(
     """The sweep record with every cell planned and no attempt yet."""
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if repeat > MAX_REPEAT:
+        # A typo (--repeat 1000000) would otherwise plan millions of cells in memory before anything is said.
+        raise UsageError(f"--repeat {repeat}: at most {MAX_REPEAT} (a round's own repetitions have the same bound)")
     chosen_hosts = inventory.select(hosts)
     chosen_items = catalog.select(items, round_name)
     if not chosen_items:

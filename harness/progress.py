@@ -46,6 +46,11 @@ class SweepProgress:
     def stop(self) -> None:
         self.progress.stop()
 
+    def notice(self, text: str) -> None:
+        """A line about the sweep as a whole (the queue unreachable, back again): shown above the bars, or on its
+        own line; with --json it goes to stderr like the rest of the progress."""
+        self.console.print(f"fleet: {text}", markup=False, highlight=False, style="yellow", soft_wrap=True)
+
     def __call__(self, e: Event) -> None:
         host = e.cell.host
         c = self.counts[host]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError, ValidationInfo
 from pydantic_core import PydanticCustomError
 
+from harness.nesting import loads_json
 from harness.errors import StoreError
 
 __all__ = ["read_record", "read_optional", "problem", "STORED", "is_stored", "check_version"]
@@ -79,7 +80,7 @@ def read_record(path: Path, model: type[T] | TypeAdapter[T], *, tags: tuple[str,
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"

@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, ValidationInfo, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, JsonValue, SerializerFunctionWrapHandler, Tag, TypeAdapter,
+                      ValidationInfo, model_serializer, model_validator)
 from pydantic_core import PydanticCustomError
 
 from harness.catalog import Item
@@ -89,11 +90,26 @@ class Cell(_Record):
 
 
 class ArtifactRecord(_Record):
-    """A file of an attempt as stored: its path under the attempt folder, size and sha256."""
+    """A file of an attempt as stored: its path under the attempt folder, size and sha256; for a file the store
+    had to rename (a name that is not UTF-8, a part over 255 bytes, a path too long, or one that then clashed
+    with another), the name it had on the host, as text and as its exact bytes."""
 
     name: str
     size: int
     sha256: str
+    original: str | None = Field(default=None, description="The name as the host had it, when it is stored under "
+                                 "another: bytes that are not UTF-8 written as \\udcXX escapes; else absent.")
+    original_b64: str | None = Field(default=None, description="The exact bytes of that name, base64; absent when "
+                                     "the file kept its name.")
+
+    @model_serializer(mode="wrap")
+    def _without_absent_original(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most files keep their name: their records stay {name, size, sha256}, as every older meta.json has them.
+        data = handler(self)
+        for key in ("original", "original_b64"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class Artifact(ArtifactRecord):
@@ -169,8 +185,8 @@ class AttemptResult(_Record):
     def to_meta(self) -> "AttemptMeta":
         """The attempt's meta.json record: the result with artifact records instead of contents."""
         data = self.model_dump(exclude={"artifacts", "schema_version"})
-        return AttemptMeta(**data, artifacts=[ArtifactRecord(name=a.name, size=a.size, sha256=a.sha256)
-                                              for a in self.artifacts])
+        return AttemptMeta(**data, artifacts=[ArtifactRecord(name=a.name, size=a.size, sha256=a.sha256, original=a.original,
+                                                             original_b64=a.original_b64) for a in self.artifacts])
 
     def meta(self) -> dict[str, Any]:
         """meta.json content as JSON data, made through ``AttemptMeta`` (what the store's writer dumps)."""
@@ -193,8 +209,13 @@ class ManifestEntry(_Record):
     size: int | None = Field(description="Bytes; null for a skipped folder or a file that is not a regular one.")
     sha256: str | None = Field(description="Of the file's bytes; null where size is null.")
     packed: bool = Field(description="A copy is in the attempt's workspace/ folder.")
-    why: str = Field(description="Why it was not packed: skipped folder, not a regular file, over the size cap; "
-                     "'' when packed.")
+    why: str = Field(description="Why it was not packed: skipped folder, not a regular file, over the size cap, "
+                     "cannot read ...; '' when packed.")
+    path_b64: str | None = Field(default=None, description="The path's exact bytes, base64, when they are not UTF-8 "
+                                 "(``path`` then shows each bad byte as a \\udcXX escape); absent otherwise.")
+    link: str | None = Field(default=None, description="A symbolic link's target text (the link is never followed); "
+                             "absent for anything else.")
+    link_b64: str | None = Field(default=None, description="The target's exact bytes, base64, when they are not UTF-8.")
 
 
 MANIFEST_ADAPTER: TypeAdapter[list[ManifestEntry]] = TypeAdapter(list[ManifestEntry])

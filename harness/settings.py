@@ -177,6 +177,16 @@ class Settings:
         30.0, env="FLEET_START_TIMEOUT", read_by="worker", parse=_seconds,
         doc="Seconds the agent has to start on its host, else the attempt is HARNESS_FAILURE (agent_not_started).")
     """How long the lifecycle waits for the agent to start."""
+    broker_outage_s: float = _setting(
+        300.0, env="FLEET_BROKER_OUTAGE_S", read_by="both", parse=_seconds,
+        doc="Seconds a Redis broker or result backend may stay unreachable: the coordinator waits (back-off 0.5 s "
+            "doubling to 5 s) and then leaves the sweep interrupted for resume; a worker retries storing a result as long.")
+    """How long an outage of the queue is ridden out."""
+    heartbeat_timeout_s: float = _setting(
+        120.0, env="FLEET_HEARTBEAT_TIMEOUT", read_by="worker", parse=_seconds,
+        doc="Seconds the launcher on a host lets an agent run without a heartbeat from its worker before it ends the "
+            "agent's whole process tree itself (a dead worker, pool process or SSH link never leaves one running longer).")
+    """How long an agent runs on without its worker's heartbeat."""
     retry_backoff_s: tuple[float, ...] = _setting(
         (5.0, 30.0, 120.0), env="FLEET_RETRY_BACKOFF", read_by="coordinator", parse=_backoff,
         doc="Seconds to wait before each retry of a harness failure (the last repeats), comma-separated.")
@@ -336,6 +346,9 @@ CONTRACT_VARIABLES: dict[str, str] = {
                       "says where that host's Chromium is, which only the host's own environment can know",
     "FLEET_HARNESS_COMMIT": "names the code itself, not how to run it: read wherever harness code records its "
                             "commit (coordinator, worker, a host installed from a tarball), and by tests that pin it",
+    "FLEET_AGENT_MARK": "set by the launcher in each agent's environment to a random value per delivery, so that the "
+                        "launcher finds every process of the agent's tree on the host (even one that left its "
+                        "session); nothing reads it as a setting",
     "FLEET_AGENTS_CACHE": "read only by the test suite (tests/agents/conftest.py, .ci/run): where the real agents "
                           "are installed for the agent tests; no harness code reads it",
 }

@@ -25,7 +25,9 @@ number of cells (so the cost stays flat, amortized), when the writer closes, and
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -34,12 +36,13 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO, Iterator, get_args
+from typing import TYPE_CHECKING, BinaryIO, Iterator, cast, get_args
 
 from pydantic import ValidationError
 
-from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
-from harness.records import AttemptMeta, AttemptResult, AttemptSummary, SweepRecord, read_meta, sha256_hex, utc_now
+from harness.nesting import loads_json
+from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UnsafeStoredPath, UsageError
+from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, SweepRecord, read_meta, sha256_hex, utc_now
 
 if TYPE_CHECKING:
     from harness.grading import Grade
@@ -50,10 +53,20 @@ __all__ = ["Store", "atomic_write"]
 def write_grade_files(folder: Path, grade: "Grade") -> None:
     """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history)."""
     atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
-    with open(folder / "grades.jsonl", "a", encoding="utf-8") as f:
-        f.write(grade.model_dump_json() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
+            f.write((grade.model_dump_json() + "\n").encode())
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
+
+
+def _open_own(path: Path, flags: int, mode: str) -> BinaryIO:
+    """Open a file of the store itself for appending or locking, never through a symbolic link (O_NOFOLLOW): a
+    crafted store's ``grades.jsonl`` or ``.lock`` linked to a file elsewhere must not make a write land there."""
+    fd = os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    return cast(BinaryIO, os.fdopen(fd, mode + "b"))
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -87,6 +100,127 @@ def storable_name(name: str) -> str:
         return name
     except UnicodeEncodeError:
         return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+NAME_MAX = 255
+"""Bytes of one file name part on the file systems a results directory lives on (ext4, APFS, XFS)."""
+NAME_BUDGET = 1024
+"""Bytes of an artifact's whole name under its attempt folder: well inside Linux's PATH_MAX (4096) with the
+results directory's own path in front, and inside macOS's (1024) for a copy read there with a short prefix."""
+RENAMED = "renamed"
+"""The attempt folder's folder for files whose path, even with shortened parts, is longer than NAME_BUDGET
+(or whose new name clashed): ``renamed/<hash of the original name>~<the name's tail>``."""
+
+
+def _name_bytes(name: str) -> bytes:
+    """The exact bytes of a host file name that reached Python decoded with surrogates (surrogateescape); a lone
+    surrogate no file system gives (from crafted JSON) is kept as its UTF-8-like encoding."""
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+
+
+def _digest(raw: bytes, n: int) -> str:
+    return hashlib.sha256(raw).hexdigest()[:n]
+
+
+def _cut(text: str, limit: int, tail: bool = False) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text`` (its start, or its end), never cutting a character in two."""
+    data = text.encode("utf-8")
+    part = data[-limit:] if tail else data[:limit]
+    return part.decode("utf-8", "ignore")
+
+
+def _flat_name(name: str, n: int = 1) -> str:
+    tail = _cut(storable_name(name).rsplit("/", 1)[-1], 80, tail=True).lstrip(".")
+    return f"{RENAMED}/{_digest(_name_bytes(name), 32)}~{tail}" + (f"~{n}" if n > 1 else "")
+
+
+def _fitting_name(name: str) -> str:
+    """``name`` escaped (storable_name), each part over NAME_MAX bytes cut to its start and a hash of the whole
+    part, and, when the whole is still over NAME_BUDGET bytes, moved to the RENAMED folder."""
+    parts = storable_name(name).split("/")
+    for i, part in enumerate(parts):
+        if len(part.encode("utf-8")) > NAME_MAX:
+            parts[i] = f"{_cut(part, NAME_MAX - 24)}~{_digest(_name_bytes(name.split('/')[i]), 16)}"
+    fitted = "/".join(parts)
+    return fitted if len(fitted.encode("utf-8")) <= NAME_BUDGET else _flat_name(name)
+
+
+def storable_names(names: list[str]) -> list[str]:
+    """The names ``names`` are stored under, in order. A name the store can keep as it is keeps it; any other is
+    renamed (``_fitting_name``), and a new name that would clash with another name or folder of the attempt (a
+    file literally named ``a\\udcff`` beside one named by the bytes ``a\\xff``) moves to the RENAMED folder, so a
+    rename never costs a file. Names given twice are left alone, for the caller to refuse."""
+    fitted = [_fitting_name(n) for n in names]
+    taken: set[str] = set()
+    folders: set[str] = set()
+
+    def take(name: str) -> None:
+        taken.add(name)
+        folders.update(str(p) for p in PurePosixPath(name).parents)
+
+    def clashes(name: str) -> bool:
+        return name in taken or name in folders or any(str(p) in taken for p in PurePosixPath(name).parents)
+
+    for n, f in zip(names, fitted):
+        if n == f:
+            take(n)
+    out = []
+    for n, f in zip(names, fitted):
+        if n != f:
+            k = 1
+            while clashes(f):
+                k += 1
+                if k > 1000:
+                    raise ArtifactRefused(f"artifact name {storable_name(n)!r}: no free name to store it under")
+                f = _flat_name(n, k - 1)
+            take(f)
+        out.append(f)
+    return out
+
+
+RECORD_FILES = ("meta.json", "grade.json", "grades.jsonl", "answer.txt", "workspace.manifest.json", "receipt.json",
+                "checks.json", "transcript.jsonl")
+"""The files of an attempt folder the harness itself reads or appends to: none may be a link (the store never
+writes one), so a crafted store cannot make `fleet show`, `grade` or `report` read or write through one."""
+
+
+def _id_problem(value: str) -> str:
+    """Why ``value`` cannot be one part of a path in the store ('' when it can)."""
+    if not value:
+        return "is empty"
+    if value in (".", ".."):
+        return f"{value!r} names a folder above or at itself"
+    if "/" in value or "\\" in value:
+        return f"{value!r} holds a path separator"
+    if "\x00" in value:
+        return f"{value!r} holds a NUL byte"
+    return ""
+
+
+def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
+    """Every id of ``sweep`` (read from ``file``) that a path is built from stays one safe part of a path, so
+    no folder made from them leaves the sweep's folder: the sweep's own id is its folder's name, each cell's
+    host, item and agent are plain names and its id is HOST/ITEM/AGENT/rREP, and attempts are listed only for
+    planned cells. The first that is not is an ``UnsafeStoredPath`` naming the file and the key."""
+    where = str(file)
+    if sweep.id != folder_id:
+        raise UnsafeStoredPath(where, "id", f"{sweep.id!r} is not the id of the folder it is in ({folder_id!r})")
+    planned = set()
+    for i, c in enumerate(sweep.cells):
+        for key in ("host", "item", "agent"):
+            why = _id_problem(getattr(c, key))
+            if why:
+                raise UnsafeStoredPath(where, f"cells[{i}].{key}", why)
+        if c.id != Cell.make_id(c.host, c.item, c.agent, c.rep):
+            raise UnsafeStoredPath(where, f"cells[{i}].id", f"{c.id!r} is not the cell's HOST/ITEM/AGENT/rREP "
+                                   f"({Cell.make_id(c.host, c.item, c.agent, c.rep)!r})")
+        planned.add(c.id)
+    for cell_id in sweep.attempts:
+        if cell_id not in planned:
+            raise UnsafeStoredPath(where, f"attempts.{cell_id}", "not a planned cell")
 
 
 def _safe_relpath(name: str) -> PurePosixPath:
@@ -137,8 +271,12 @@ class Store:
         return self.root / sweep_id
 
     def load_sweep(self, sweep_id: str) -> SweepRecord:
-        """The sweep's state: its snapshot with the journal replayed over it."""
+        """The sweep's state: its snapshot with the journal replayed over it. Every id a path is built from is
+        checked (``check_stored_ids``); a snapshot or journal that is a link is refused, never read."""
         path = self.sweep_dir(sweep_id) / "sweep.json"
+        for own in (path, path.parent / JOURNAL):
+            if own.is_symlink():
+                raise UnsafeStoredPath(str(own), "", "is a symbolic link (the store never writes one): not read")
         try:
             sweep = SweepRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
@@ -148,6 +286,7 @@ class Store:
             raise StoreError(f"{path}: not a valid sweep record: {_first_error(exc)}") from None
         except OSError as exc:
             raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        check_stored_ids(sweep, path, sweep_id)
         _replay(sweep, path.parent / JOURNAL)
         return sweep
 
@@ -180,8 +319,31 @@ class Store:
             fcntl.flock(lock, fcntl.LOCK_UN)
             return False
 
+    def inside(self, sweep_id: str, path: Path, file: str, key: str) -> Path:
+        """``path``, once it is checked to lie inside the sweep's folder with every link followed: the one check of
+        a path built from a stored id or name (the sweep's folder itself comes from the command line). Outside,
+        or unresolvable (a link loop), it is an ``UnsafeStoredPath`` naming ``file`` and ``key``."""
+        top = self.sweep_dir(sweep_id)
+        try:
+            real, real_top = path.resolve(), top.resolve()
+        except (OSError, RuntimeError) as exc:
+            raise UnsafeStoredPath(file, key, f"{path}: cannot follow: {exc}") from None
+        if real != real_top and real_top not in real.parents:
+            raise UnsafeStoredPath(file, key, f"{path} leads outside the sweep's folder {top} (to {real})")
+        return path
+
     def attempt_dir(self, sweep_id: str, cell_id: str, attempt: int) -> Path:
-        return self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}"
+        """The attempt's folder, checked (``inside``) with the record files the harness reads and writes in it:
+        none of them may be a symbolic link."""
+        file, key = str(self.sweep_dir(sweep_id) / "sweep.json"), f"attempts.{cell_id}"
+        rel = PurePosixPath(cell_id)
+        if not cell_id or rel.is_absolute() or ".." in rel.parts or "\x00" in cell_id:
+            raise UnsafeStoredPath(file, key, f"cell id {cell_id!r} is not a path inside the sweep's folder")
+        folder = self.inside(sweep_id, self.sweep_dir(sweep_id) / cell_id / f"attempt-{attempt}", file, key)
+        for name in RECORD_FILES:
+            if (folder / name).is_symlink():
+                raise UnsafeStoredPath(file, key, f"{folder / name} is a symbolic link (the store never writes one)")
+        return folder
 
     def load_meta(self, sweep_id: str, cell_id: str, attempt: int) -> AttemptMeta:
         """The attempt's meta.json through ``AttemptMeta`` (older versions migrated); a bad file is one
@@ -225,7 +387,7 @@ class Store:
         d = self.sweep_dir(sweep_id)
         try:
             d.mkdir(parents=True, exist_ok=True)
-            lock = open(d / ".lock", "a+")
+            lock = _open_own(d / ".lock", os.O_RDWR | os.O_APPEND | os.O_CREAT, "a+")
         except OSError as exc:
             raise StoreError(f"cannot write {d}: {exc.strerror or exc}") from exc
         # A reader (`fleet status`) holds a shared lock for an instant: wait that out, never a real writer.
@@ -288,14 +450,18 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
     lines = data.split(b"\n")
     if lines and lines[-1]:
         lines = lines[:-1]  # a torn last write
+    planned = {c.id for c in sweep.cells}
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            entry = json.loads(raw)
+            entry = loads_json(raw)
             kind = entry["t"]
             if kind == "attempt":
-                _upsert(sweep, entry["cell"], AttemptSummary.model_validate(entry["summary"]))
+                summary = AttemptSummary.model_validate(entry["summary"])
+                if entry["cell"] not in planned:
+                    raise UnsafeStoredPath(str(journal), f"line {n}: cell", f"{entry['cell']!r} is not a planned cell")
+                _upsert(sweep, entry["cell"], summary)
             elif kind == "status":
                 status, finished_at = entry["status"], entry.get("finished_at", sweep.finished_at)
                 if status not in _STATUSES or not isinstance(finished_at, str):
@@ -354,19 +520,46 @@ class SweepWriter:
     # -- the journal --------------------------------------------------------------------------------
     def _append(self, entry: dict) -> None:
         path = self.store.sweep_dir(self.sweep_id) / JOURNAL
+        line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+        start = -1
         try:
             if self._journal is None:
+                if path.is_symlink():
+                    raise UnsafeStoredPath(str(path), "", "is a symbolic link (the store never writes one): not written")
                 _cut_torn_tail(path)
-                self._journal = open(path, "ab")
-            self._journal.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
+                # Unbuffered: a write the disk refused half-way is cut off below, not kept in a buffer that a
+                # later flush would glue to the next entry.
+                self._journal = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644), "ab", buffering=0)
+            fd = self._journal.fileno()
+            start = os.fstat(fd).st_size
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
         except OSError as exc:
+            self._drop_torn_entry(start)
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         self._journal_lines += 1
         sweep = self._sweep
         if sweep is not None and self._journal_lines > max(1000, len(sweep.cells)):
             self.save_sweep(sweep)
+
+    def _drop_torn_entry(self, start: int) -> None:
+        """An entry the disk refused (full, quota): cut what of it was written, so the journal ends at its last
+        whole line (shrinking a file needs no space), and open the journal afresh next time."""
+        journal, self._journal = self._journal, None
+        if journal is None:
+            return
+        try:
+            if start >= 0:
+                os.ftruncate(journal.fileno(), start)
+        except OSError:
+            pass  # the next writer cuts a torn tail before it appends; readers ignore one
+        finally:
+            try:
+                journal.close()
+            except OSError:
+                pass
 
     def _journal_attempt(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
         self._sweep = sweep
@@ -465,9 +658,15 @@ class SweepWriter:
         if summary is not None and summary.status != "dispatched":
             return False
         folder = self.store.attempt_dir(sweep.id, result.cell_id, result.attempt)
-        result = result.model_copy(update={"artifacts": [a.model_copy(update={"name": storable_name(a.name)})
-                                                         for a in result.artifacts]})
         # Check every artifact before writing any, so a refused delivery leaves no file behind.
+        for art in result.artifacts:
+            _safe_relpath(art.name)
+        stored = storable_names([a.name for a in result.artifacts])
+        result = result.model_copy(update={"artifacts": [
+            a.model_copy(update={"name": name} if name == a.name else {
+                "name": name, "original": storable_name(a.name),
+                "original_b64": base64.b64encode(_name_bytes(a.name)).decode("ascii")})
+            for a, name in zip(result.artifacts, stored)]})
         files = []
         rels = [_safe_relpath(art.name) for art in result.artifacts]
         names = set(rels)

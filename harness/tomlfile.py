@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import _FileKeyError
+from harness.nesting import loads_toml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,7 +35,7 @@ def read_toml(path: Path, error: type[_FileKeyError]) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise error(str(path), "", f"cannot read: {exc}") from exc
     try:
-        return tomllib.loads(text)
+        return loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(str(path), "", f"not valid TOML: {exc}") from exc
 

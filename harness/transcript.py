@@ -35,6 +35,7 @@ from pydantic import (
     model_serializer,
 )
 
+from harness.nesting import loads_json
 from harness.errors import TranscriptError
 from harness.guard.verdict import TestVerdict
 
@@ -409,7 +410,7 @@ def read_transcript(path: str | os.PathLike[str]) -> list[Event]:
             continue
         where = f"line {number}"
         try:
-            data = json.loads(line)
+            data = loads_json(line)
         except json.JSONDecodeError as exc:
             if number == len(lines):  # no newline after it: the writer died while writing it
                 raise TranscriptError(file, where, "incomplete last line (the writer stopped while writing it)") from None

@@ -15,6 +15,8 @@ Every host has its own queue, ``fleet.<namespace>.host.<name>``; ``route`` is th
 
 from __future__ import annotations
 
+import math
+
 from celery import Celery
 
 from harness.settings import Settings, redact
@@ -67,21 +69,39 @@ app.conf.update(
 )
 
 
-def configure(settings: Settings) -> Celery:
+def configure(settings: Settings, *, worker: bool = False) -> Celery:
     """Point the app at a broker and result backend, and hand this process's tasks their settings.
 
-    Called by ``fleet worker`` before the worker starts (pool processes fork from it and keep them) and by the
-    coordinator before it dispatches or starts the embedded worker (whose threads share them)."""
+    Called by ``fleet worker`` before the worker starts (pool processes fork from it and keep them), with
+    ``worker=True``, and by the coordinator before it dispatches or starts the embedded worker (whose threads
+    share them)."""
     global _settings
     if settings.embedded:
         settings.queue_dir.mkdir(parents=True, exist_ok=True)
     # kombu's SQLAlchemy transport hands every transport option to create_engine(): give it none.
     options = {} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s}
+    backend_options: dict[str, object] = dict(options)
+    outage = math.ceil(settings.broker_outage_s)
+    if worker and not settings.embedded:
+        # A result finished while Redis is away must not be lost: storing it (and the STARTED state) is tried
+        # again for as long as the coordinator waits (FLEET_BROKER_OUTAGE_S), about once a second. Celery's own
+        # default gives up after 20 tries; the coordinator would then wait for a result that never comes.
+        backend_options["retry_policy"] = {"max_retries": outage + 5, "interval_start": 0, "interval_step": 0.5,
+                                           "interval_max": 1}
     app.conf.update(
         broker_url=settings.celery_broker,
         result_backend=settings.celery_backend,
         broker_transport_options=options,
-        result_backend_transport_options=options,
+        result_backend_transport_options=backend_options,
+        # The coordinator reads results itself and waits out an outage where it can say so (harness.outage); a
+        # worker retries every backend call (its reads before it stores a result too) for that long.
+        result_backend_always_retry=worker and not settings.embedded,
+        result_backend_max_retries=2 * outage + 10,  # the sleeps are random, up to 1 s: about 0.5 s each
+        result_backend_base_sleep_between_retries_ms=250,
+        result_backend_max_sleep_between_retries_ms=1000,
+        # A worker is a service: it reconnects to a broker that went away for as long as it takes (the
+        # coordinator keeps its bound), instead of shutting down after a few tries.
+        broker_connection_max_retries=None if worker else 3,
     )
     _settings = settings
     return app

@@ -1,8 +1,14 @@
 """One attempt's whole life on a host, written once over the transport hooks.
 
-stage (fresh folder, prompt as a file, launcher) -> start (agent in its own process group) -> wait
-(until exit or the item's timeout) -> kill the group on timeout or revoke -> collect (stdout, stderr,
-answer, workspace files, each with sha256) -> result.
+stage (end what earlier deliveries left that this one replaces, fresh folder, prompt as a file) -> start
+(the launcher starts the agent in a session of its own and supervises it) -> wait (until its signed exit,
+with a signed heartbeat on every poll, or the item's timeout) -> kill the agent's whole tree on timeout or
+revoke -> collect (stdout, stderr, answer, workspace files, each with sha256) -> result.
+
+Each call is one **delivery** with a random token, key and marker (docs/launcher.md): the launcher's records
+live in ``WORKDIR/.fleet/deliveries/TOKEN/``, outside the attempt folder; its start and exit records are
+signed with the key, which travels only on the launcher's stdin, and are refused when the signature or the
+token is wrong, so a record the agent forged is never taken for the real one.
 
 Infrastructure problems become a ``harness_failure`` result with a reason code; the model's own
 failures (non-zero exit, timeout after the agent started) are ``finished`` / ``timeout`` and are never
@@ -11,8 +17,11 @@ retried. This function never raises for an ``InfrastructureError``: a failure is
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import posixpath
+import secrets
 import shlex
 import tarfile
 import threading
@@ -20,14 +29,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import AgentMissing, AgentNotStarted, HostLost, HostUnreachable, InfrastructureError
+from harness.errors import (AgentMissing, AgentNotStarted, ArtifactCorrupt, HostLost, HostUnreachable,
+                            InfrastructureError, SupervisionLost)
 from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
+from workers import launcher
 from workers.adapters.base import AgentAdapter, AttemptPaths
-from workers.transport.base import Transport
+from workers.transport.base import ShellResult, Transport
 
 __all__ = ["Timing", "run_attempt", "abort_running", "AttemptAborted", "LAUNCHER_SOURCE"]
 
 LAUNCHER_SOURCE = (Path(__file__).parent / "launcher.py").read_bytes()
+"""Sent on stdin with every launcher request: the host never runs a launcher file the agent could rewrite."""
 
 
 @dataclass(frozen=True)
@@ -40,12 +52,53 @@ class Timing:
     poll_max_s: float = 2.0
     launcher_grace_s: float = 120.0
     """The launcher kills the agent itself this long after the timeout, if no worker did."""
+    heartbeat_s: float = 120.0
+    """The launcher ends the agent's tree when no heartbeat came from this worker for this long (a dead worker,
+    pool process or SSH link); the worker polls, and so beats, at least four times within it."""
     check_timeout_s: float = 120.0
     """Each acceptance check's own time limit."""
 
 
 def _q(s: str) -> str:
     return shlex.quote(s)
+
+
+def safe_member(name: str) -> bool:
+    """Whether a tar member's name stays inside the folder it is read into: relative, no ``..`` part. A tar
+    from the host is refused member by member otherwise, whoever made it (defence in depth)."""
+    if not name or name.startswith("/") or "\\" in name or "\0" in name:
+        return False
+    return ".." not in posixpath.normpath(name).split("/") and ".." not in name.split("/")
+
+
+_ENDED_BY = {
+    "heartbeat": "the launcher ended the agent: no heartbeat came from the worker within the bound "
+                 "(FLEET_HEARTBEAT_TIMEOUT); the run was not observed to its end",
+    "superseded": "a later delivery of this attempt, or of its host slot, ended the agent before it finished",
+    "terminated": "the launcher on the host was told to stop (SIGTERM) before the agent finished",
+}
+
+
+def _under(root: str, path: str) -> str:
+    """``path`` relative to the attempt's ``root`` (the answer file is one of the attempt's paths)."""
+    return path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/") + "/") else path
+
+
+def _files_of(tar: bytes | None, refused: list[str]) -> list[tuple[str, bytes]]:
+    """The regular files of a tar the launcher packed, by their names (links and other members are only in its
+    manifest). A name of raw bytes comes back decoded with surrogates, as the host's file system gave it. A
+    member whose name would leave the folder is not read; its name goes to ``refused``."""
+    out: list[tuple[str, bytes]] = []
+    if tar:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
+            for member in tf.getmembers():
+                if not safe_member(member.name):
+                    refused.append(member.name)
+                    continue
+                f = tf.extractfile(member) if member.isfile() else None
+                if f is not None:
+                    out.append((member.name, f.read()))
+    return out
 
 
 class AttemptAborted(BaseException):
@@ -69,7 +122,8 @@ def abort_running(why: str) -> int:
 
 
 class _Attempt:
-    def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str):
+    def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str,
+                 slot: str | None = None):
         self.t = transport
         self.req = req
         self.adapter = adapter
@@ -100,8 +154,26 @@ class _Attempt:
         self.aborted = ""
         """Set by abort_running(): the wait loop stops and the agent is killed."""
         self.pgid: int | None = None
+        self.started: dict = {}
+        """The launcher's signed start record (pid, session, launcher pid)."""
+        self.launch: dict = {}
         self.launch_record: dict = {}
         self.checks_json: bytes | None = None
+        # This delivery: the token names its folder on the host, the key signs its records (it travels only on
+        # the launcher's stdin), the marker tags the agent's environment so the tree walk finds every process.
+        self.token = secrets.token_hex(12)
+        self.key = secrets.token_hex(32)
+        self.marker = secrets.token_hex(16)
+        self.slot = slot
+        self.fleet = ""
+        """``WORKDIR/.fleet`` on the host (deliveries/, running/)."""
+        self.beats = 0
+        self.forged: list[str] = []
+        """Records in the delivery folder whose signature or token was wrong (ignored, kept as evidence)."""
+        self.exit_record: dict = {}
+        """The launcher's signed exit record (verified), once the agent ended."""
+        self.refused: list[str] = []
+        """Tar member names refused because they point outside the folder they were read into."""
 
     # -- stages ------------------------------------------------------------------------------------
     def stage(self) -> None:
@@ -114,7 +186,14 @@ class _Attempt:
         sweep_folder = f"{self.req.sweep_id}/{self.req.sweep_uid}" if self.req.sweep_uid else self.req.sweep_id
         root = f"{workdir.rstrip('/')}/runs/{sweep_folder}/{self.req.cell.id}/attempt-{self.req.attempt}"
         self.paths = p = AttemptPaths(root)
+        self.fleet = f"{workdir.rstrip('/')}/.fleet"
         self.result.workspace = p.workspace
+        # Before the folder is made afresh: an earlier delivery of this attempt (a redelivery), an earlier holder
+        # of this slot, or an agent nobody supervises any more must not run on beside this one.
+        reaped = self.call_launcher("reap", {"entry": self.entry()}, timeout=120)
+        if not reaped.ok:
+            raise AgentNotStarted(f"cannot end what earlier attempts left running: {reaped.tail()}",
+                                  host=self.req.host.name)
         # A fresh folder per attempt: whatever an earlier delivery of this task left is removed.
         r = self.t.shell(
             f"set -e; rm -rf {_q(root)}; mkdir -p {_q(p.workspace)} {_q(p.fleet)}; "
@@ -145,11 +224,12 @@ class _Attempt:
         launch = {
             "argv": argv,
             "env": env,
+            "pass_env": self.adapter.pass_env(self.req.host),
             "cwd": p.workspace,
             "deadline_s": self.req.item.timeout_s + self.timing.launcher_grace_s,
         }
-        self.t.put(f"{p.fleet}/launch.py", LAUNCHER_SOURCE)
-        self.t.put(f"{p.fleet}/launch.json", json.dumps(launch).encode())
+        # The launch travels on the launcher's stdin (start()), never as a file: no API key in env lands on disk.
+        self.launch = launch
         # What is kept of the launch: environment names only, since values may be API keys.
         self.launch_record = {**launch, "env": {k: "***" for k in env}}
         # The prompt travels as a file, byte for byte: it is never part of a command line.
@@ -169,61 +249,105 @@ class _Attempt:
                                host=self.req.host.name)
         self.result.agent_version = probe.version
 
+    # -- the launcher ------------------------------------------------------------------------------------
+    @property
+    def delivery(self) -> str:
+        """This delivery's folder on the host: the launcher's records, outside the attempt folder."""
+        return f"{self.fleet}/deliveries/{self.token}"
+
+    def entry(self) -> dict:
+        """Who this delivery is, for the host's registry of running deliveries (``.fleet/running/``)."""
+        return {"host": self.req.host.name, "sweep_id": self.req.sweep_id, "sweep_uid": self.req.sweep_uid,
+                "cell": self.req.cell.id, "attempt": self.req.attempt, "slot": self.slot,
+                "root": self.paths.root if self.paths else ""}
+
+    def call_launcher(self, verb: str, request: dict, timeout: float) -> ShellResult:
+        """Run one launcher verb on the host: this worker's own launcher source and the request go on stdin, so
+        no file on the host (which the agent could rewrite) is ever run, and the key is in no argv or file."""
+        body = {"source": LAUNCHER_SOURCE.decode("utf-8"), "verb": verb, "fleet": self.fleet, "token": self.token,
+                **request}
+        # The token in argv lets a later delivery tell this launcher's process from any other (launcher_alive).
+        script = f"cd / && exec {_q(self.py)} -c {_q(launcher.BOOT)} {verb} {self.token}"
+        return self.t.shell(script, timeout=timeout, stdin=(json.dumps(body) + "\n").encode("utf-8"))
+
     def start(self) -> None:
         p = self.paths
         assert p is not None
-        r = self.t.shell(
-            f"cd {_q(p.root)} && nohup {_q(self.py)} .fleet/launch.py run {_q(p.root)} "
-            f"> .fleet/launcher.log 2>&1 < /dev/null &",
-            timeout=30,
-        )
-        if not r.ok:
-            raise AgentNotStarted(f"launcher did not start: {r.tail()}", host=self.req.host.name)
-        deadline = time.monotonic() + self.timing.start_timeout_s
-        check = f"cd {_q(p.fleet)} && (cat started.json 2>/dev/null || (cat start_error.json 2>/dev/null | sed 's/^/ERR/'))"
-        while True:
-            out = self.t.shell(check, timeout=30).stdout.strip()
-            if out.startswith("ERR"):
-                err = json.loads(out[3:]).get("error", "unknown error")
-                raise AgentNotStarted(f"agent command could not start: {err}", host=self.req.host.name)
-            if out:
-                info = json.loads(out)
-                self.pgid = int(info["pgid"])
-                self.result.agent_started_at = utc_now()
-                return
-            if time.monotonic() > deadline:
-                log = self.t.shell(f"tail -c 400 {_q(p.fleet)}/launcher.log 2>/dev/null", timeout=30).stdout.strip()
-                raise AgentNotStarted(
-                    f"timeout before the agent started ({self.timing.start_timeout_s:.0f} s)"
-                    + (f": {log}" if log else ""),
-                    host=self.req.host.name,
-                )
-            time.sleep(self.timing.poll_min_s)
+        request = {"key": self.key, "marker": self.marker, "spec": self.launch, "entry": self.entry(),
+                   "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s}
+        try:
+            r = self.call_launcher("run", request, timeout=self.timing.start_timeout_s)
+        except HostLost as exc:
+            raise AgentNotStarted(f"timeout before the agent started ({self.timing.start_timeout_s:.0f} s): {exc}",
+                                  host=self.req.host.name) from exc
+        answer: dict = {}
+        lines = r.stdout.strip().splitlines()
+        try:
+            answer = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            answer = {}
+        if "start_error" in answer:
+            raise AgentNotStarted(f"agent command could not start: {answer['start_error']}", host=self.req.host.name)
+        started = answer.get("started")
+        if not launcher.verify(self.key, started, self.token):
+            raise AgentNotStarted(f"the launcher gave no signed start record: {r.tail()}", host=self.req.host.name)
+        assert isinstance(started, dict)
+        self.started = started
+        self.pgid = int(started["pgid"])
+        self.result.agent_started_at = utc_now()
 
     def wait(self) -> dict | None:
-        """Wait for exit.json; None when the item's timeout passed first."""
+        """Wait for the launcher's signed exit record; None when the item's timeout passed first. Every poll
+        writes a signed heartbeat the launcher checks; a record with a wrong signature or token is ignored."""
         p = self.paths
         assert p is not None
+        d = _q(self.delivery)
+        launcher_pid = int(self.started.get("launcher_pid") or 0)
         deadline = time.monotonic() + self.req.item.timeout_s
         delay = self.timing.poll_min_s
+        longest = min(self.timing.poll_max_s, self.timing.heartbeat_s / 4)
         while True:
             if self.aborted:
                 raise AttemptAborted(self.aborted)
-            out = self.t.shell(f"cat {_q(p.fleet)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
+            self.beats += 1
+            beat = _q(launcher.heartbeat_line(self.key, self.token, self.beats))
+            # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
+            # so a launcher that just wrote it and ended is never taken for a lost one.
+            out = self.t.shell(
+                f"cd {d} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
+                f"mv -f heartbeat.tmp heartbeat; cat exit.json 2>/dev/null || "
+                f"{{ kill -0 {launcher_pid} 2>/dev/null || cat exit.json 2>/dev/null || echo GONE; }}",
+                timeout=30,
+            ).stdout.strip()
+            if out == "GONE":
+                # run() kills the tree on the way out (the marker still finds it).
+                raise SupervisionLost("the launcher on the host ended before the agent did (killed or crashed): the "
+                                      "run was not observed to its end and its agent was stopped",
+                                      host=self.req.host.name)
             if out:
-                return json.loads(out)
+                try:
+                    record = json.loads(out)
+                except ValueError:
+                    record = None
+                if launcher.verify(self.key, record, self.token):
+                    assert isinstance(record, dict)
+                    return record
+                if out not in self.forged:
+                    self.forged.append(out[:2000])
             now = time.monotonic()
             if now >= deadline:
                 return None
             time.sleep(min(delay, max(0.05, deadline - now)))
-            delay = min(delay * 1.5, self.timing.poll_max_s)
+            delay = min(delay * 1.5, longest)
 
     def kill(self) -> None:
-        """End the agent's process group: TERM, a grace, then KILL (done by the launcher on the host)."""
-        if self.pgid is None or self.paths is None:
+        """End the agent's whole tree (its session, its descendants, whatever carries its marker): TERM, a grace,
+        then KILL, done by this worker's launcher source on the host."""
+        if self.paths is None or not self.fleet:
             return
-        p = self.paths
-        self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py kill {_q(p.root)}", timeout=60)
+        pids = {"agent": self.started.get("pid"), "sid": self.started.get("sid"),
+                "launcher": self.started.get("launcher_pid")}
+        self.call_launcher("kill", {"marker": self.marker, "pids": pids}, timeout=60)
 
     def run_checks(self) -> None:
         """Run the item's acceptance checks on the host, in the workspace the agent left, each with its
@@ -237,7 +361,8 @@ class _Attempt:
         results: list[dict] = []
         for check in self.req.checks:
             place = CheckPlace(folder=f"{p.fleet}/checks/{check.name}", workspace=p.workspace, python=python,
-                               timeout_s=self.timing.check_timeout_s)
+                               timeout_s=self.timing.check_timeout_s,
+                               hidden_env=tuple(self.adapter.pass_env(self.req.host)))
             res = run_check(self.t, check, place)
             if res.status == "error" and not res.summary.startswith("timed out"):
                 # The check itself broke (a browser driver that dropped its connection, pytest that left no
@@ -251,40 +376,51 @@ class _Attempt:
     def collect(self) -> None:
         p = self.paths
         assert p is not None
-        r = self.t.shell(f"cd {_q(p.root)} && {_q(self.py)} .fleet/launch.py pack {_q(p.root)}", timeout=300)
+        d = self.delivery
+        # Everything the agent could have touched is read on the host by the launcher, which never follows a link
+        # nor opens a FIFO or a device: an SFTP or local get would read through a symlinked answer.txt (to
+        # /etc/passwd, to /dev/zero) and hang or keep what the link points at.
+        answer_rel = _under(p.root, p.answer_file)
+        outputs = [answer_rel, *(rel for rel in self.adapter.collect() if rel != answer_rel)]
+        r = self.call_launcher("pack", {"root": p.root, "outputs": outputs}, timeout=300)
         if not r.ok:
             raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
         arts: list[Artifact] = []
-        stdout = self._get(f"{p.fleet}/agent.stdout") or b""
+        stdout = self._get(f"{d}/agent.stdout") or b""
+        stderr = self._get(f"{d}/agent.stderr") or b""
+        self._check_output("agent.stdout", stdout)
+        self._check_output("agent.stderr", stderr)
         arts.append(Artifact.of("agent.stdout", stdout))
-        arts.append(Artifact.of("agent.stderr", self._get(f"{p.fleet}/agent.stderr") or b""))
+        arts.append(Artifact.of("agent.stderr", stderr))
         arts.append(Artifact.of("harness/launch.json", json.dumps(self.launch_record, indent=2).encode()))
-        for name in ("exit.json", "launcher.log"):
-            data = self._get(f"{p.fleet}/{name}")
+        if self.exit_record:
+            arts.append(Artifact.of("harness/exit.json", json.dumps(self.exit_record).encode()))
+        for name in ("launcher.log", "outputs.json"):
+            data = self._get(f"{d}/{name}")
             if data is not None:
                 arts.append(Artifact.of(f"harness/{name}", data))
-        manifest = self._get(f"{p.fleet}/manifest.json") or b"[]"
+        manifest = self._get(f"{d}/manifest.json") or b"[]"
         arts.append(Artifact.of("workspace.manifest.json", manifest))
-        tar = self._get(f"{p.fleet}/workspace.tar.gz")
-        if tar:
-            with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
-                for member in tf.getmembers():
-                    f = tf.extractfile(member) if member.isfile() else None
-                    if f is not None:
-                        arts.append(Artifact.of(f"workspace/{member.name}", f.read()))
+        arts += [Artifact.of(f"workspace/{name}", data)
+                 for name, data in _files_of(self._get(f"{d}/workspace.tar.gz"), self.refused)]
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
+        if self.forged:
+            arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged) + "\n").encode()))
         if self.checks_json is not None:
             arts.append(Artifact.of("checks.json", self.checks_json))
-        arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, self._get(p.answer_file))))
+        found = dict(_files_of(self._get(f"{d}/outputs.tar.gz"), self.refused))
+        # A symlinked (or FIFO) answer.txt is no answer file: outputs.json records what it was.
+        arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, found.get(answer_rel))))
         collected: dict[str, bytes] = {}
         for rel in self.adapter.collect():
             if rel.endswith("/"):
-                collected.update(self._get_folder(rel.rstrip("/")))
-            else:
-                data = self._get(f"{p.root}/{rel}")
-                if data is not None:
-                    collected[rel] = data
+                collected.update((name, data) for name, data in found.items() if name.startswith(rel))
+            elif rel in found:
+                collected[rel] = found[rel]
         arts += [Artifact.of(rel, data) for rel, data in collected.items()]
+        if self.refused:
+            arts.append(Artifact.of("harness/refused-members.txt", ("\n".join(self.refused) + "\n").encode(
+                "utf-8", "backslashreplace")))
         if "transcript.jsonl" not in collected:
             from harness.errors import TranscriptImportError
 
@@ -303,21 +439,12 @@ class _Attempt:
             self.result.reason = "model_endpoint"
             self.result.error = why
 
-    def _get_folder(self, rel: str) -> dict[str, bytes]:
-        """Every regular file under ``root/rel`` (an agent's state directory), by path relative to the root."""
-        p = self.paths
-        assert p is not None
-        packed = f"{p.fleet}/collect-{abs(hash(rel)) % 10**8}.tar.gz"
-        r = self.t.shell(f"cd {_q(p.root)} && [ -d {_q(rel)} ] && tar czf {_q(packed)} {_q(rel)}", timeout=300)
-        data = self._get(packed) if r.ok else None
-        out: dict[str, bytes] = {}
-        if data:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
-                for member in tf.getmembers():
-                    f = tf.extractfile(member) if member.isfile() else None
-                    if f is not None:
-                        out[member.name] = f.read()
-        return out
+    def _check_output(self, name: str, data: bytes) -> None:
+        """The agent's output as it left the launcher: the signed exit record holds its size and sha256."""
+        want = self.exit_record.get(name) if self.exit_record else None
+        if isinstance(want, dict) and (want.get("size"), want.get("sha256")) != (len(data), hashlib.sha256(data).hexdigest()):
+            raise ArtifactCorrupt(f"{name} changed after the agent ended (it is not what the launcher signed)",
+                                  host=self.req.host.name)
 
     def _get(self, path: str) -> bytes | None:
         try:
@@ -342,11 +469,19 @@ class _Attempt:
                 # Revoked, worker shutting down, or the host lost: never leave the agent running.
                 self._kill_quietly()
                 raise
-            if exit_info is None:
-                self.kill()
+            ended_by = (exit_info or {}).get("ended_by", "exit")
+            if ended_by in ("heartbeat", "superseded", "terminated"):
+                raise SupervisionLost(_ENDED_BY[ended_by], host=self.req.host.name)
+            if exit_info is None or ended_by == "deadline":
+                if exit_info is None:
+                    self.kill()
+                    self.exit_record = self._exit_after_kill()
+                else:
+                    self.exit_record = exit_info
                 res.status = "timeout"
                 res.error = f"the agent ran past the item's timeout of {self.req.item.timeout_s} s and was stopped"
             else:
+                self.exit_record = exit_info
                 res.status = "finished"
                 res.exit_code = exit_info.get("exit_code")
                 if exit_info.get("signal"):
@@ -361,7 +496,32 @@ class _Attempt:
         finally:
             res.ended_at = utc_now()
             res.duration_s = round(time.monotonic() - t0, 3)
+            self._forget_delivery()
         return res
+
+    def _exit_after_kill(self) -> dict:
+        """The supervisor writes its signed exit record once the tree is gone: read it if it comes soon."""
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            out = self.t.shell(f"cat {_q(self.delivery)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
+            try:
+                record = json.loads(out) if out else None
+            except ValueError:
+                record = None
+            if launcher.verify(self.key, record, self.token):
+                assert isinstance(record, dict)
+                return record
+            time.sleep(0.2)
+        return {}
+
+    def _forget_delivery(self) -> None:
+        """The delivery's folder is copied into the result: remove it from the host (best effort)."""
+        if not self.fleet or not self.started:
+            return
+        try:
+            self.t.shell(f"rm -rf {_q(self.delivery)}", timeout=60)
+        except Exception:  # noqa: BLE001 - the host may be gone; a leftover folder harms nothing
+            pass
 
     def _kill_quietly(self) -> None:
         try:
@@ -371,10 +531,14 @@ class _Attempt:
 
 
 def run_attempt(
-    transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = ""
+    transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = "",
+    slot: str | None = None,
 ) -> AttemptResult:
-    """Run one attempt to the end and return its result (a harness failure is a result, not an exception)."""
-    attempt = _Attempt(transport, req, adapter, timing, worker)
+    """Run one attempt to the end and return its result (a harness failure is a result, not an exception).
+
+    ``slot`` names the host slot this worker holds, when its slots backend knows it (``Lease.slot``): the attempt then
+    first ends whatever that slot's earlier holder left running on the host."""
+    attempt = _Attempt(transport, req, adapter, timing, worker, slot)
     with _running_lock:
         _running.add(attempt)
     try:

@@ -1,34 +1,75 @@
-"""The launcher: uploaded to every attempt's folder on the host and run there with the host's Python.
+"""The launcher: the harness's code on the host, run there with the host's Python.
 
 It must run on any host (Linux, macOS, WSL) with nothing but a Python 3.8+ standard library, so it
-imports nothing from the harness. Three verbs:
+imports nothing from the harness. The worker never runs a copy of it that lies on the host: every call
+sends this source on stdin with one JSON request line (``BOOT`` reads it), so an agent that rewrites a
+file it found cannot make the worker run its code. Nothing of it is written into the attempt folder.
 
-``run``  Reads ``.fleet/launch.json`` ({"argv", "env", "cwd", "deadline_s"}), starts the agent in its own
-         process group (so the whole group can be killed on timeout or revoke), writes
-         ``.fleet/started.json`` once the process exists (or ``.fleet/start_error.json`` if it could not
-         start), and ``.fleet/exit.json`` when it ends. The argv comes from a file, never from a shell
-         command line, so no prompt or model text ever reaches a shell. ``deadline_s`` is a last guard
-         for a worker that vanished: past it the launcher kills the group itself.
-``kill`` Ends the agent's process group: what the worker calls on a timeout or a revoke.
-``pack`` Writes ``.fleet/workspace.tar.gz`` with the workspace's files (size-capped, vendored folders
-         skipped) and ``.fleet/manifest.json`` listing every file with its size and sha256.
+Its records live in a per-delivery folder, ``WORKDIR/.fleet/deliveries/TOKEN/`` (mode 0700), outside the
+attempt folder; the agent is not told that path. ``TOKEN`` is random per delivery (per ``run_attempt``
+call): a launcher writes only into its own delivery's folder, so an old delivery can never write into a
+new one. ``WORKDIR/.fleet/running/TOKEN.json`` lists the deliveries whose agent runs on this host.
 
-Files it writes are written to a temporary name and renamed, so the worker never reads half a file.
+Verbs (the request's ``verb``):
+
+``run``   Starts the agent in a session of its own and supervises it: a background supervisor (it
+          outlives the SSH session) writes ``started.json`` and ``exit.json``, both signed (HMAC-SHA256) with
+          a key that came on stdin and lives only in memory, ends the whole agent tree at the item's
+          deadline, at the end, when a later delivery supersedes it, and when no signed heartbeat came from
+          the worker for ``heartbeat_s``. Prints the signed start record (or the start error) and returns.
+``kill``  Ends the agent tree of one delivery (the worker's timeout or revoke).
+``reap``  Before a new attempt: ends what earlier deliveries left running that this one replaces (the same
+          cell and attempt delivered again, the same host slot) or that nobody supervises (launcher gone).
+``pack``  Writes the workspace's tarball and manifest into the delivery folder (size-capped, vendored folders
+          skipped); links are recorded with their target and never followed, FIFOs and devices never opened,
+          names that are not UTF-8 escaped with their bytes kept. The request's ``outputs`` (the answer file,
+          an adapter's session files and state folders) go into ``outputs.tar.gz`` and ``outputs.json`` by
+          the same rules.
+
+The agent's environment is what ``agent_env`` makes (an allow-list, the host variables ``pass_env`` names,
+the adapter's values), never the launcher's own whole.
+
+The agent tree is every process that carries the delivery's marker variable (Linux: /proc/PID/environ),
+that is in the agent's session, or that descends from the agent or the supervisor (on Linux the
+supervisor is a child subreaper, so a child that calls setsid and is orphaned is re-parented to it, not to
+init). Kill: TERM, a grace, KILL, repeated until none is left.
+
+Files are written to a temporary name and renamed, so the worker never reads half a file.
 """
 
+import base64
 import hashlib
+import hmac
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
 import time
 
+AGENT_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
+AGENT_ENV_PREFIXES = ("LC_",)
+
 SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".cache"}
 MAX_FILE = 8 * 1024 * 1024
 MAX_TOTAL = 48 * 1024 * 1024
+MAX_DEPTH = 200
+MARKER_VAR = "FLEET_AGENT_MARK"
+"""Each agent's environment holds this variable with a per-delivery random value: the tree walk finds a
+descendant by it even after it left the session and was re-parented."""
+TERM_GRACE = 3.0
+STALE_DELIVERY_S = 7 * 24 * 3600
+"""A delivery folder left this long by a worker that never came back is removed by the next reap."""
 
+BOOT = ("import sys,json;m=json.loads(sys.stdin.buffer.readline());g={'__name__':'fleet_launcher'};"
+        "exec(compile(m.pop('source'),'fleet-launcher','exec'),g);sys.exit(g['serve'](m))")
+"""What the worker runs (``python3 -c BOOT VERB TOKEN``): the source and the request come on stdin."""
+
+
+# -- records ---------------------------------------------------------------------------------------------------
 
 def _write_json(path, data):
     tmp = path + ".tmp"
@@ -39,75 +80,466 @@ def _write_json(path, data):
     os.replace(tmp, path)
 
 
-def _kill_group(pgid, proc=None):
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        end = time.time() + wait
-        while time.time() < end:
-            if proc is not None:
-                proc.poll()  # reap the agent itself: an unreaped zombie would keep its group "alive"
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
+def _canonical(body):
+    return json.dumps({k: v for k, v in body.items() if k != "mac"}, sort_keys=True, separators=(",", ":")).encode()
 
 
-def run(base):
-    # Leave the SSH session's process group, so a closed channel (SIGHUP) does not end the run.
+def sign(key_hex, body):
+    """``body`` with its ``mac``: HMAC-SHA256 over the canonical JSON of everything else."""
+    out = dict(body)
+    out["mac"] = hmac.new(bytes.fromhex(key_hex), _canonical(body), hashlib.sha256).hexdigest()
+    return out
+
+
+def verify(key_hex, body, token):
+    """Whether ``body`` was signed with ``key_hex`` and belongs to delivery ``token``."""
+    if not isinstance(body, dict) or not isinstance(body.get("mac"), str) or body.get("token") != token:
+        return False
+    want = hmac.new(bytes.fromhex(key_hex), _canonical(body), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want, body["mac"])
+
+
+def heartbeat_line(key_hex, token, seq):
+    """What the worker writes into ``heartbeat`` on every poll: a sequence number and its MAC."""
+    mac = hmac.new(bytes.fromhex(key_hex), ("heartbeat:%s:%d" % (token, seq)).encode(), hashlib.sha256).hexdigest()
+    return "%d %s" % (seq, mac)
+
+
+def delivery_dir(fleet, token):
+    return os.path.join(fleet, "deliveries", token)
+
+
+def _entry_path(fleet, token):
+    return os.path.join(fleet, "running", token + ".json")
+
+
+def _makedirs_private(path):
+    os.makedirs(path, mode=0o700, exist_ok=True)
     try:
-        os.setsid()
+        os.chmod(path, 0o700)
     except OSError:
         pass
-    fleet = os.path.join(base, ".fleet")
-    with open(os.path.join(fleet, "launch.json")) as f:
-        spec = json.load(f)
-    env = dict(os.environ)
+
+
+def agent_env(environ, spec):
+    """The agent's environment: the allow-listed part of ``environ`` (``AGENT_ENV_NAMES``, ``LC_*``), then the
+    variables ``spec["pass_env"]`` names, copied from ``environ`` when set there (the model's API key: its value
+    lives only on the host, never in launch.json), then ``spec["env"]``, the values the adapter sets."""
+    env = {k: v for k, v in environ.items() if k in AGENT_ENV_NAMES or k.startswith(AGENT_ENV_PREFIXES)}
+    for name in spec.get("pass_env") or ():
+        if name in environ:
+            env[name] = environ[name]
     env.update(spec.get("env") or {})
-    out = open(os.path.join(fleet, "agent.stdout"), "wb")
-    err = open(os.path.join(fleet, "agent.stderr"), "wb")
+    return env
+
+
+# -- processes -------------------------------------------------------------------------------------------------
+
+LINUX = os.path.isdir("/proc/self/task")
+
+
+def _snapshot(marker):
+    """{pid: (ppid, sid, has_marker)} of every live (not zombie) process this user can see."""
+    procs = {}
+    if LINUX:
+        needle = ("%s=%s" % (MARKER_VAR, marker)).encode() if marker else None
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] in (b"Z", b"X"):
+                continue
+            has = False
+            if needle is not None:
+                try:
+                    with open("/proc/%s/environ" % name, "rb") as f:
+                        has = needle in f.read().split(b"\0")
+                except OSError:
+                    pass
+            procs[int(name)] = (int(fields[1]), int(fields[4]), has)
+        return procs
     try:
-        proc = subprocess.Popen(
-            spec["argv"],
-            cwd=spec["cwd"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        _write_json(os.path.join(fleet, "start_error.json"), {"error": "%s: %s" % (type(exc).__name__, exc)})
+        out = subprocess.run(["ps", "-axo", "pid=,ppid=,stat="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             timeout=30).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return procs
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or not parts[0].isdigit() or parts[2].startswith("Z"):
+            continue
+        pid = int(parts[0])
+        try:
+            sid = os.getsid(pid)
+        except OSError:
+            continue
+        procs[pid] = (int(parts[1]), sid, False)
+    return procs
+
+
+def _members(marker, sid, roots):
+    """The agent tree: marker holders, the session's members, the roots, and all their descendants."""
+    procs = _snapshot(marker)
+    me = os.getpid()
+    found = set(p for p, (_, s, has) in procs.items() if has or (sid and s == sid))
+    found |= set(r for r in roots if r in procs)
+    children = {}  # type: dict
+    for p, (pp, _, _) in procs.items():
+        children.setdefault(pp, []).append(p)
+    todo = list(found) + [r for r in roots if r == me]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    found.discard(me)
+    found.discard(os.getppid())
+    return found
+
+
+def _reap_children():
+    """Reap any ended child (a subreaper inherits orphans); returns {pid: raw status}."""
+    done = {}  # type: dict
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if pid == 0:
+            return done
+        done[pid] = status
+
+
+def end_tree(marker, sid, roots=(), on_reap=None):
+    """TERM every member of the tree, wait a grace, KILL what is left; again until nothing is left.
+    Returns the pids that were signalled."""
+    signalled = set()  # type: set
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, 5.0)):
+        end = time.time() + wait
+        while True:
+            if on_reap is not None:
+                on_reap(_reap_children())
+            members = _members(marker, sid, roots)
+            if not members:
+                return signalled
+            for pid in members:
+                if sig == signal.SIGKILL or pid not in signalled:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+                    signalled.add(pid)
+            if time.time() > end:
+                break
+            time.sleep(0.1)
+    return signalled
+
+
+def _cmdline(pid):
+    if LINUX:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                return f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return ""
+    try:
+        return subprocess.run(["ps", "-p", str(pid), "-o", "command="], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=30).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def launcher_alive(pid, token):
+    """Whether ``pid`` is still the supervisor of delivery ``token`` (its command line names the token)."""
+    if not pid or pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    state = ""
+    if LINUX:
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError):
+            return False
+    return state not in ("Z", "X") and (" run %s" % token) in _cmdline(pid)
+
+
+def _children_of(pid):
+    return [p for p, (pp, _, _) in _snapshot("").items() if pp == pid]
+
+
+# -- run: start and supervise ------------------------------------------------------------------------------------
+
+def _set_subreaper():
+    """Linux: orphans of the agent tree are re-parented to the supervisor, not to init, so the tree walk still
+    finds a child that called setsid and whose parent died."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+class _Stop(Exception):
+    pass
+
+
+def run(req):
+    fleet, token = req["fleet"], req["token"]
+    _makedirs_private(os.path.join(fleet, "deliveries"))
+    _makedirs_private(os.path.join(fleet, "running"))
+    here = delivery_dir(fleet, token)
+    try:
+        os.mkdir(here, 0o700)
+    except FileExistsError:
+        sys.stdout.write(json.dumps({"start_error": "delivery folder %s exists already" % here}) + "\n")
         return 127
-    _write_json(
-        os.path.join(fleet, "started.json"),
-        {"pid": proc.pid, "pgid": proc.pid, "launcher_pid": os.getpid(), "time": time.time()},
-    )
-    deadline = time.time() + float(spec.get("deadline_s") or 86400)
-    timed_out = False
-    while proc.poll() is None:
-        if time.time() > deadline:
-            timed_out = True
-            _kill_group(proc.pid, proc)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the supervisor
+        code = 1
+        try:
+            os.close(read_end)
+            os.setsid()  # leave the SSH session: a closed channel does not end the run
+            null = os.open(os.devnull, os.O_RDWR)
+            log = os.open(os.path.join(here, "launcher.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            code = _supervise(req, here, write_end)
+        except BaseException as exc:  # noqa - the supervisor never leaves a traceback to a closed channel
+            try:
+                os.write(2, ("supervisor: %s: %s\n" % (type(exc).__name__, exc)).encode())
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks = []
+    while True:
+        data = os.read(read_end, 65536)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(read_end)
+    line = b"".join(chunks).decode(errors="replace").strip()
+    if not line:
+        line = json.dumps({"start_error": "the supervisor ended before it reported (see launcher.log)"})
+    sys.stdout.write(line + "\n")
+    return 0 if '"started"' in line else 127
+
+
+def _supervise(req, here, report_fd):
+    key, token, marker = req["key"], req["token"], req["marker"]
+    spec = req["spec"]
+    _set_subreaper()
+    stop = {"why": ""}
+
+    def _term(signum, frame):
+        stop["why"] = stop["why"] or "terminated"
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    env = agent_env(os.environ, spec)
+    env[MARKER_VAR] = marker
+    out = open(os.path.join(here, "agent.stdout"), "wb")
+    err = open(os.path.join(here, "agent.stderr"), "wb")
+
+    def report(obj):
+        os.write(report_fd, (json.dumps(obj) + "\n").encode())
+        os.close(report_fd)
+
+    try:
+        proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+    except OSError as exc:
+        report({"start_error": "%s: %s" % (type(exc).__name__, exc)})
+        return 127
+    agent = proc.pid
+    started = sign(key, {"token": token, "pid": agent, "pgid": agent, "sid": agent, "launcher_pid": os.getpid(),
+                         "time": time.time()})
+    _write_json(os.path.join(here, "started.json"), started)
+    entry = dict(req.get("entry") or {})
+    entry.update(token=token, launcher_pid=os.getpid(), agent_pid=agent, sid=agent, marker=marker,
+                 heartbeat_s=req.get("heartbeat_s"), started=time.time())
+    entry_path = _entry_path(req["fleet"], token)
+    _write_json(entry_path, entry)
+    report({"started": started})
+
+    status = {}
+
+    def note(done):
+        if agent in done:
+            status["raw"] = done[agent]
+
+    deadline = time.time() + float(req.get("deadline_s") or 86400)
+    beat_s = float(req.get("heartbeat_s") or 0)
+    last_beat = time.monotonic()
+    last_seq = -1
+    beat_path = os.path.join(here, "heartbeat")
+    ended_by = "exit"
+    while "raw" not in status:
+        note(_reap_children())
+        if "raw" in status:
+            break
+        if stop["why"]:
+            ended_by = "superseded" if os.path.exists(os.path.join(here, "stop.json")) else "terminated"
+        elif time.time() > deadline:
+            ended_by = "deadline"
+        elif beat_s:
+            try:
+                with open(beat_path) as f:
+                    seq_text, _, mac = f.read().strip().partition(" ")
+                seq = int(seq_text)
+                if seq > last_seq and hmac.compare_digest(heartbeat_line(key, token, seq), "%d %s" % (seq, mac)):
+                    last_seq, last_beat = seq, time.monotonic()
+            except (OSError, ValueError, TypeError):
+                pass
+            if time.monotonic() - last_beat > beat_s:
+                ended_by = "heartbeat"
+        if ended_by != "exit":
+            sys.stderr.write("supervisor: ending the agent tree (%s)\n" % ended_by)
+            end_tree(marker, agent, [agent, os.getpid()], note)
             break
         time.sleep(0.2)
-    code = proc.wait()
-    # The agent may have left children in its group (a dev server, a test watcher): end them too.
-    _kill_group(proc.pid)
+    # The agent may have left children (a dev server, a test watcher, a child that called setsid): end them too.
+    end_tree(marker, agent, [agent, os.getpid()], note)
+    while "raw" not in status:
+        try:
+            pid, raw = os.waitpid(agent, 0)
+            status["raw"] = raw
+        except ChildProcessError:
+            status["raw"] = None
+    raw = status["raw"]
+    proc.returncode = 0  # reaped above, by waitpid: Popen must not wait for it again
     out.close()
     err.close()
-    _write_json(
-        os.path.join(fleet, "exit.json"),
-        {
-            "exit_code": code if code >= 0 else None,
-            "signal": -code if code < 0 else None,
-            "timed_out_by_launcher": timed_out,
-            "time": time.time(),
-        },
-    )
+    if raw is None:
+        code, sig = None, None
+    elif os.WIFSIGNALED(raw):
+        code, sig = None, os.WTERMSIG(raw)
+    else:
+        code, sig = os.WEXITSTATUS(raw), None
+    record = {
+        "token": token,
+        "exit_code": code,
+        "signal": sig,
+        "timed_out_by_launcher": ended_by == "deadline",
+        "ended_by": ended_by,
+        "time": time.time(),
+    }
+    for name in ("agent.stdout", "agent.stderr"):
+        path = os.path.join(here, name)
+        try:
+            record[name] = {"size": os.path.getsize(path), "sha256": _sha256(path)}
+        except OSError:
+            record[name] = None
+    try:
+        _write_json(os.path.join(here, "exit.json"), sign(key, record))
+    except OSError:
+        pass  # the worker removed the folder already (it stopped the agent and collected)
+    try:
+        os.unlink(entry_path)
+    except OSError:
+        pass
+    return 0
+
+
+# -- kill and reap ---------------------------------------------------------------------------------------------
+
+def kill(req):
+    """End one delivery's agent tree: the worker's timeout or revoke. The supervisor stays to write exit.json."""
+    token, marker = req["token"], req.get("marker") or ""
+    pids = req.get("pids") or {}
+    roots = [int(pids["agent"])] if pids.get("agent") else []
+    launcher = int(pids.get("launcher") or 0)
+    if launcher_alive(launcher, token):
+        roots += _children_of(launcher)  # the agent and every orphan re-parented to the supervisor
+    ended = end_tree(marker, int(pids.get("sid") or 0), roots)
+    sys.stdout.write(json.dumps({"ended": sorted(ended)}) + "\n")
+    return 0
+
+
+def _why_end(entry, me):
+    """Why the new delivery ``me`` must end the earlier delivery ``entry`` ("" if it must not)."""
+    same = ("sweep_id", "sweep_uid", "cell", "attempt")
+    if all(entry.get(k) == me.get(k) for k in same):
+        return "the same attempt delivered again"
+    if entry.get("host") == me.get("host") and me.get("slot") is not None and entry.get("slot") == me.get("slot"):
+        return "an earlier holder of slot %s of %s" % (me.get("slot"), me.get("host"))
+    if not launcher_alive(int(entry.get("launcher_pid") or 0), str(entry.get("token") or "")):
+        return "its launcher is gone: nobody supervises it"
+    return ""
+
+
+def reap(req):
+    fleet, me = req["fleet"], req.get("entry") or {}
+    _makedirs_private(os.path.join(fleet, "running"))
+    running = os.path.join(fleet, "running")
+    report = []
+    for name in sorted(os.listdir(running)):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(running, name)
+        try:
+            with open(path) as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            continue
+        token = str(entry.get("token") or "")
+        if token == req.get("token") or not token:
+            continue
+        why = _why_end(entry, me)
+        if not why:
+            continue
+        launcher = int(entry.get("launcher_pid") or 0)
+        if launcher_alive(launcher, token):
+            # Ask its supervisor to end its own tree and to record why (exit.json, ended_by "superseded").
+            try:
+                _write_json(os.path.join(delivery_dir(fleet, token), "stop.json"), {"why": why, "by": req.get("token")})
+                os.kill(launcher, signal.SIGTERM)
+            except OSError:
+                pass
+            end = time.time() + TERM_GRACE + 10
+            while launcher_alive(launcher, token) and time.time() < end:
+                time.sleep(0.1)
+            if launcher_alive(launcher, token):
+                try:
+                    os.kill(launcher, signal.SIGKILL)
+                except OSError:
+                    pass
+        # Whatever is left: on Linux by the marker only (an old session id may name someone else's session now).
+        sid = 0 if LINUX else int(entry.get("sid") or 0)
+        ended = end_tree(str(entry.get("marker") or ""), sid)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        report.append({"token": token, "cell": entry.get("cell"), "attempt": entry.get("attempt"), "why": why,
+                       "ended": sorted(ended)})
+    # Folders of deliveries that ended long ago and whose worker never came back to remove them.
+    deliveries = os.path.join(fleet, "deliveries")
+    live = set(n[:-5] for n in os.listdir(running) if n.endswith(".json"))
+    for name in os.listdir(deliveries) if os.path.isdir(deliveries) else ():
+        path = os.path.join(deliveries, name)
+        try:
+            old = time.time() - os.path.getmtime(path) > STALE_DELIVERY_S
+        except OSError:
+            continue
+        if old and name not in live and name != req.get("token"):
+            shutil.rmtree(path, ignore_errors=True)
+    sys.stdout.write(json.dumps({"reaped": report}) + "\n")
     return 0
 
 
@@ -119,60 +551,244 @@ def _sha256(path):
     return h.hexdigest()
 
 
-def pack(base):
-    workspace = os.path.join(base, "workspace")
-    fleet = os.path.join(base, ".fleet")
-    manifest = []
-    total = 0
-    tmp = os.path.join(fleet, "workspace.tar.gz.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for root, dirs, files in os.walk(workspace):
-            skipped = sorted(d for d in dirs if d in SKIP_DIRS)
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-            for d in skipped:
-                rel = os.path.relpath(os.path.join(root, d), workspace)
-                manifest.append({"path": rel + "/", "size": None, "sha256": None, "packed": False, "why": "skipped folder"})
-            for name in sorted(files):
-                path = os.path.join(root, name)
-                rel = os.path.relpath(path, workspace)
-                if os.path.islink(path) or not os.path.isfile(path):
-                    manifest.append({"path": rel, "size": None, "sha256": None, "packed": False, "why": "not a regular file"})
+def _text(name):
+    """A host file name as JSON can hold it. A name of raw bytes (not UTF-8) reaches Python decoded with
+    surrogates; each bad byte is written as a ``\\udcXX`` escape (the store uses the same form), and the exact
+    bytes go beside it, base64-encoded, so nothing about the name is lost."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _named(entry, key, name):
+    entry[key] = _text(name)
+    if entry[key] != name:
+        entry[key + "_b64"] = base64.b64encode(os.fsencode(name)).decode("ascii")
+    return entry
+
+
+def _entry(rel, why, size=None, sha256=None, packed=False):
+    return _named({"path": None, "size": size, "sha256": sha256, "packed": packed, "why": why}, "path", rel)
+
+
+class _Hashing(object):
+    """Reads a file for the tar and hashes exactly the bytes the tar got."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+
+    def read(self, n=-1):
+        data = self.f.read(n)
+        self.h.update(data)
+        return data
+
+
+def _open_regular(name, dir_fd):
+    """Open ``name`` in the folder ``dir_fd`` only if it is a regular file, never through a symbolic link
+    (O_NOFOLLOW) and never blocking (O_NONBLOCK: opening a FIFO with no writer would wait forever); the type is
+    checked on the open file itself, so a name swapped after the walk looked at it cannot fool it."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(name, flags, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, st
+    return os.fdopen(fd, "rb"), st
+
+
+class _Packer(object):
+    """Walks folders through directory file descriptors, so a path longer than PATH_MAX is still read, and
+    never follows a symbolic link: a link is recorded with its target text, a FIFO, socket or device as not a
+    regular file, and neither is ever opened for reading."""
+
+    def __init__(self, tar, caps, skip):
+        self.tar = tar
+        self.caps = caps
+        self.skip = skip
+        self.total = 0
+        self.manifest = []
+
+    def add_file(self, name, dir_fd, rel, st):
+        if stat.S_ISLNK(st.st_mode):
+            entry = _entry(rel, "not a regular file")
+            try:
+                _named(entry, "link", os.readlink(name, dir_fd=dir_fd))
+            except OSError as exc:
+                entry["why"] = "not a regular file (cannot read the link: %s)" % (exc.strerror or exc)
+            self.manifest.append(entry)
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self.manifest.append(_entry(rel, "not a regular file"))
+            return
+        try:
+            f, st = _open_regular(name, dir_fd)
+        except OSError as exc:
+            self.manifest.append(_entry(rel, "cannot read: %s" % (exc.strerror or exc)))
+            return
+        if f is None:
+            self.manifest.append(_entry(rel, "not a regular file"))
+            return
+        with f:
+            size = st.st_size
+            if self.caps and (size > MAX_FILE or self.total + size > MAX_TOTAL):
+                h = hashlib.sha256()
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                self.manifest.append(_entry(rel, "over the size cap", os.fstat(f.fileno()).st_size, h.hexdigest()))
+                return
+            info = tarfile.TarInfo(rel)
+            info.size = size
+            info.mtime = int(st.st_mtime)
+            info.mode = stat.S_IMODE(st.st_mode)
+            reader = _Hashing(f)
+            self.tar.addfile(info, reader)
+            self.total += size
+            self.manifest.append(_entry(rel, "", size, reader.h.hexdigest(), True))
+
+    def walk(self, dir_fd, prefix, depth=0):
+        """Every entry of the open folder ``dir_fd`` (shown as ``prefix``), folders last, in name order."""
+        try:
+            names = sorted(os.listdir(dir_fd))
+        except OSError as exc:
+            self.manifest.append(_entry(prefix, "cannot read the folder: %s" % (exc.strerror or exc)))
+            return
+        folders = []
+        for name in names:
+            rel = prefix + name
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                self.manifest.append(_entry(rel, "cannot read: %s" % (exc.strerror or exc)))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self.add_file(name, dir_fd, rel, st)
+            elif name in self.skip:
+                self.manifest.append(_entry(rel + "/", "skipped folder"))
+            else:
+                folders.append(name)
+        for name in folders:
+            rel = prefix + name + "/"
+            if depth >= MAX_DEPTH:
+                self.manifest.append(_entry(rel, "folder nested too deep (over %d levels)" % MAX_DEPTH))
+                continue
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                self.manifest.append(_entry(rel, "cannot read the folder: %s" % (exc.strerror or exc)))
+                continue
+            try:
+                self.walk(fd, rel, depth + 1)
+            finally:
+                os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_folder(top_fd, parts):
+    """The folder ``parts`` below ``top_fd``, each step opened without following a link: an output such as
+    ``state/agents/`` must not be read through a ``state`` the agent made a link to ``/etc``."""
+    fd = os.dup(top_fd)
+    for part in parts:
+        try:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _pack_into(tar_path, top_fd, items, caps, skip):
+    """Write ``tar_path`` from ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder
+    walked whole) and return the manifest."""
+    tmp = tar_path + ".tmp"
+    with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        packer = _Packer(tar, caps, skip)
+        for name, shown in items:
+            folder = name.endswith("/")
+            parts = [p for p in name.split("/") if p]
+            if not parts:
+                continue
+            try:
+                parent = _open_folder(top_fd, parts[:-1])
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                packer.manifest.append(_entry(shown, "cannot read: a folder on its way is a link or unreadable "
+                                                     "(%s)" % (exc.strerror or exc)))
+                continue
+            try:
+                leaf = parts[-1]
+                try:
+                    st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
+                except FileNotFoundError:
                     continue
-                size = os.path.getsize(path)
-                entry = {"path": rel, "size": size, "sha256": _sha256(path), "packed": True, "why": ""}
-                if size > MAX_FILE or total + size > MAX_TOTAL:
-                    entry["packed"] = False
-                    entry["why"] = "over the size cap"
+                except OSError as exc:
+                    packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
+                    continue
+                if folder and stat.S_ISDIR(st.st_mode):
+                    fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
+                    try:
+                        packer.walk(fd, shown)
+                    finally:
+                        os.close(fd)
+                elif stat.S_ISDIR(st.st_mode):
+                    packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
                 else:
-                    tar.add(path, arcname=rel, recursive=False)
-                    total += size
-                manifest.append(entry)
-    os.replace(tmp, os.path.join(fleet, "workspace.tar.gz"))
+                    packer.add_file(leaf, parent, shown.rstrip("/"), st)
+            finally:
+                os.close(parent)
+    os.replace(tmp, tar_path)
+    return packer.manifest
+
+
+def pack(base, out, outputs=()):
+    """``base/workspace`` into ``workspace.tar.gz`` + ``manifest.json`` in the delivery folder ``out`` (never into
+    the attempt folder the agent wrote); the attempt's other outputs (relative to ``base``: the answer file, an
+    adapter's transcripts and state folders, a folder ending in '/') into ``outputs.tar.gz`` + ``outputs.json``,
+    by the same rules, so the worker never downloads through a link."""
+    fleet = out
+    top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], True, SKIP_DIRS)
+        found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs], False, ())
+    finally:
+        os.close(top)
+    _write_json(os.path.join(fleet, "outputs.json"), found)
     _write_json(os.path.join(fleet, "manifest.json"), manifest)
     return 0
 
 
-def kill(base):
-    """End the agent's process group (TERM, a grace, then KILL). Python, not the shell's ``kill``,
-    because shells disagree on how to name a process group (dash rejects ``kill -- -PGID``)."""
-    try:
-        with open(os.path.join(base, ".fleet", "started.json")) as f:
-            pgid = int(json.load(f)["pgid"])
-    except (OSError, ValueError, KeyError):
-        return 0
-    if pgid > 1:
-        _kill_group(pgid)
-    return 0
+def _pack(req):
+    here = delivery_dir(req["fleet"], req["token"])
+    if not os.path.isdir(here):
+        sys.stderr.write("no delivery folder %s\n" % here)
+        return 1
+    return pack(req["root"], here, req.get("outputs") or ())
 
 
-VERBS = {"run": run, "pack": pack, "kill": kill}
+VERBS = {"run": run, "pack": _pack, "kill": kill, "reap": reap}
+
+
+def serve(req):
+    """Run one request (a dict with ``verb``; the worker sends it on stdin, see ``BOOT``)."""
+    verb = VERBS.get(req.get("verb"))
+    if verb is None:
+        sys.stderr.write("launcher: unknown verb %r (run|pack|kill|reap)\n" % (req.get("verb"),))
+        return 2
+    return verb(req)
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in VERBS:
-        sys.stderr.write("usage: launch.py run|pack|kill ATTEMPT_DIR\n")
+    """``python3 launch.py`` reads one request line from stdin: for people and tests, the worker uses BOOT."""
+    if len(argv) != 1:
+        sys.stderr.write("usage: launch.py < REQUEST.json (one JSON line with verb, fleet, token, ...)\n")
         return 2
-    return VERBS[argv[1]](argv[2])
+    try:
+        req = json.loads(sys.stdin.readline())
+    except ValueError as exc:
+        sys.stderr.write("launcher: the request is not JSON: %s\n" % exc)
+        return 2
+    return serve(req)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ __all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
 
 
 class Lease(ABC):
+    slot: str | None = None
+    """Which slot this is, when the backend knows, named so that no other backend's slot has the name (file
+    locks: the lock file; Redis leases on a one-slot host, where the slot is the host: the key and ``#0``). A
+    new attempt on a slot ends what that slot's earlier holder left running on the host (workers/launcher.py
+    reap); with no name only leftovers nobody supervises are ended (and the launcher's heartbeat bound)."""
+
     @abstractmethod
     def release(self) -> None: ...
 
@@ -56,36 +62,63 @@ return 0
 """
 
 _RENEW = """
-local key, now, ttl, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local key, now, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 if redis.call('ZSCORE', key, id) then
   redis.call('ZADD', key, now + ttl, id)
   redis.call('PEXPIRE', key, math.ceil(ttl * 1000) + 1000)
   return 1
+end
+-- The lease is gone while its run goes on (a Redis that came back without its data): take it again if the slot
+-- is still free, so no second run is let onto the host.
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+if redis.call('ZCARD', key) < slots then
+  redis.call('ZADD', key, now + ttl, id)
+  redis.call('PEXPIRE', key, math.ceil(ttl * 1000) + 1000)
+  return 2
 end
 return 0
 """
 
 
 class _RedisLease(Lease):
-    def __init__(self, slots: "RedisSlots", key: str, lease_id: str) -> None:
-        self._slots, self._key, self._id = slots, key, lease_id
+    """A held slot. Its heartbeat renews it every TTL/3; while Redis is unreachable it tries every second, so a
+    lease is renewed as soon as Redis is back: an outage shorter than about two thirds of the TTL never lets
+    the lease expire, and so never lets a second run onto the host while this one goes on."""
+
+    def __init__(self, slots: "RedisSlots", key: str, lease_id: str, host_slots: int = 1) -> None:
+        self._slots, self._key, self._id, self._host_slots = slots, key, lease_id, host_slots
         self._stop = threading.Event()
+        self._released = False
         self._beat = threading.Thread(target=self._heartbeat, name=f"slot-lease-{lease_id[:8]}", daemon=True)
         self._beat.start()
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(self._slots.ttl / 3):
+        ttl = self._slots.ttl
+        wait = ttl / 3
+        while not self._stop.wait(wait):
             try:
-                self._slots._renew(keys=[self._key], args=[self._slots._now(), self._slots.ttl, self._id])
-            except Exception:  # noqa: BLE001 - Redis blinked; the next beat retries, the TTL is the backstop
-                pass
+                self._slots._renew(keys=[self._key], args=[self._slots._now(), ttl, self._host_slots, self._id])
+                wait = ttl / 3
+            except Exception:  # noqa: BLE001 - Redis is away: try again soon, the TTL is the backstop
+                wait = min(1.0, ttl / 3)
+        if not self._released:
+            return
+        # Released while Redis was away: free the slot as soon as it is back, not only when the lease expires (a
+        # host would otherwise sit idle for up to the TTL after every outage).
+        end = time.monotonic() + ttl
+        while time.monotonic() < end:
+            try:
+                self._slots.client.zrem(self._key, self._id)
+                return
+            except Exception:  # noqa: BLE001 - still away; the lease expires on its own at the end
+                time.sleep(min(0.5, ttl / 3))
 
     def release(self) -> None:
-        self._stop.set()
         try:
             self._slots.client.zrem(self._key, self._id)
-        except Exception:  # noqa: BLE001 - the lease expires on its own
-            pass
+        except Exception:  # noqa: BLE001 - Redis is away: the heartbeat thread frees the slot once it is back
+            self._released = True
+        self._stop.set()
 
 
 class RedisSlots(Slots):
@@ -109,14 +142,25 @@ class RedisSlots(Slots):
     def try_acquire(self, host: str, slots: int) -> Lease | None:
         lease_id = uuid.uuid4().hex
         key = self.key(host)
-        if self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1:
-            return _RedisLease(self, key, lease_id)
-        return None
+        try:
+            taken = self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1
+        except Exception as exc:  # noqa: BLE001 - Redis is away: no slot now; acquire() asks again
+            import redis
+
+            if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+                return None
+            raise
+        if not taken:
+            return None
+        lease = _RedisLease(self, key, lease_id, slots)
+        lease.slot = f"redis:{key}#0" if slots == 1 else None
+        return lease
 
 
 class _FileLease(Lease):
-    def __init__(self, fh) -> None:
+    def __init__(self, fh, slot: str) -> None:
         self._fh = fh
+        self.slot = slot
 
     def release(self) -> None:
         if self._fh is not None:
@@ -139,5 +183,5 @@ class FileSlots(Slots):
                 fh.close()
                 continue
             os.utime(self.folder / f"{host}.{i}.lock")
-            return _FileLease(fh)
+            return _FileLease(fh, f"file:{(self.folder / f'{host}.{i}.lock').resolve()}")
         return None

@@ -47,9 +47,9 @@ def slots_backend(settings: Settings) -> Slots:
 
 
 def timing_for(settings: Settings) -> Timing:
-    """The lifecycle's waits: the start timeout is a setting (tests and impatient users shorten it), the rest
-    keep their defaults."""
-    return Timing(start_timeout_s=settings.start_timeout_s)
+    """The lifecycle's waits: the start timeout and the launcher's heartbeat bound are settings (tests and
+    impatient users shorten them), the rest keep their defaults."""
+    return Timing(start_timeout_s=settings.start_timeout_s, heartbeat_s=settings.heartbeat_timeout_s)
 
 
 def _transport(host: Host) -> Transport:
@@ -90,7 +90,8 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
-        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker)
+        slot = lease.slot if lease is not None else None
+        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot)
         return result.model_dump(mode="json")
     finally:
         if lease is not None:

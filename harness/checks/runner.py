@@ -43,6 +43,9 @@ class CheckPlace:
     """The Python of the harness release on the host (it has pytest and playwright)."""
     timeout_s: float
     """The check's own time limit."""
+    hidden_env: tuple[str, ...] = ()
+    """Host variables the check must not see: the model's API key and the agent's ``pass_env``. A check runs code
+    the agent wrote, whose output is kept in checks.json (docs/environment.md)."""
 
 
 @runtime_checkable
@@ -58,6 +61,11 @@ class CheckRunner(Protocol):
 
 def _q(s: str) -> str:
     return shlex.quote(s)
+
+
+def _unset(at: CheckPlace) -> str:
+    """The shell prefix that removes ``at.hidden_env`` from the check's environment."""
+    return f"unset {' '.join(_q(n) for n in at.hidden_env)}; " if at.hidden_env else ""
 
 
 def _get(t: Transport, path: str) -> bytes | None:
@@ -80,7 +88,8 @@ class PytestRunner:
         junit = f"{at.folder}/{JUNIT_NAME}"
         argv = build_check_command(at.python, [f"{at.folder}/{n}" for n in check.files], at.workspace, junit,
                                    int(at.timeout_s))
-        r = t.shell(f"cd {_q(at.folder)} && " + " ".join(_q(a) for a in argv), timeout=at.timeout_s + _SHELL_SLACK_S)
+        r = t.shell(f"{_unset(at)}cd {_q(at.folder)} && " + " ".join(_q(a) for a in argv),
+                    timeout=at.timeout_s + _SHELL_SLACK_S)
         timed_out = timed_out_exit(r.exit_code)
         res = parse_junit(_get(t, junit), check.name, round(time.monotonic() - started, 3), timed_out=timed_out,
                           timeout_s=at.timeout_s)
@@ -100,7 +109,7 @@ class WebRunner:
         started = time.monotonic()
         t.put(f"{at.folder}/spec.json", json.dumps(check.spec).encode("utf-8"))
         r = t.shell(
-            f"{_q(at.python)} -m harness.checks.web {_q(at.workspace)} {_q(at.folder)}/spec.json "
+            f"{_unset(at)}{_q(at.python)} -m harness.checks.web {_q(at.workspace)} {_q(at.folder)}/spec.json "
             f"--timeout {int(at.timeout_s)}",
             timeout=at.timeout_s + _SHELL_SLACK_S,
         )

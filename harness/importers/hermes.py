@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.nesting import loads_json
 from harness.errors import TranscriptImportError
 from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
@@ -79,7 +80,7 @@ def _text(content: object) -> str:
     if isinstance(content, str) and content.startswith(_CONTENT_JSON_PREFIX):
         text = content
         try:
-            content = json.loads(text[len(_CONTENT_JSON_PREFIX):])
+            content = loads_json(text[len(_CONTENT_JSON_PREFIX):])
         except ValueError:
             return text
     if isinstance(content, list):
@@ -93,6 +94,15 @@ def _text(content: object) -> str:
 _Message = tuple[dict[str, Any], str]
 
 
+def _no_blobs(row: dict[str, Any], where: str, reader: Reader) -> dict[str, Any]:
+    """``row`` when every value is text, a number or NULL, as Hermes writes them; a blob (a damaged or foreign
+    store) is an error naming the row and column, since the row is kept as JSON beside the transcript."""
+    for column, value in row.items():
+        if isinstance(value, bytes):
+            reader.fail(f"{where}.{column}", f"a blob of {len(value)} bytes where Hermes stores text or a number")
+    return row
+
+
 def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Message], bytes]]:
     try:
         with store_copy(path, "state.db") as con:
@@ -104,9 +114,10 @@ def _store(path: Path, reader: Reader) -> list[tuple[dict[str, Any], list[_Messa
             active = " AND active = 1" if "active" in columns else ""
             out = []
             for row in con.execute("SELECT * FROM sessions ORDER BY started_at, id"):
-                session = dict(row)
-                messages = [(dict(m), f"messages row {m['id']}") for m in con.execute(
-                    f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session["id"],))]
+                session = _no_blobs(dict(row), f"sessions row {row['id']}", reader)
+                messages = [(_no_blobs(dict(m), f"messages row {m['id']}", reader), f"messages row {m['id']}")
+                            for m in con.execute(
+                                f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session["id"],))]
                 raw = {**session, "messages": [m for m, _ in messages]}
                 out.append((session, messages, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()))
             orphan = con.execute("SELECT m.id, m.session_id FROM messages m LEFT JOIN sessions s "
@@ -148,7 +159,7 @@ def _tool_calls(message: dict[str, Any], where: str, reader: Reader) -> list[dic
         return []
     if isinstance(calls, str):
         try:
-            calls = json.loads(calls)
+            calls = loads_json(calls)
         except json.JSONDecodeError as exc:
             reader.fail(f"{where}.tool_calls", f"not valid JSON ({exc.msg})")
     if not isinstance(calls, list):
@@ -189,7 +200,7 @@ def _new_call(raw: dict[str, Any], workspace: str, cwd: str = "") -> RecordedCal
     function = raw["function"]
     text = function.get("arguments") if isinstance(function.get("arguments"), str) else json.dumps(function.get("arguments"))
     try:
-        parsed = json.loads(text)
+        parsed = loads_json(text)
         arguments, error = (parsed, None) if isinstance(parsed, dict) else (None, "arguments are not a JSON object")
     except json.JSONDecodeError as exc:
         arguments, error = None, f"invalid JSON: {exc.msg}"
@@ -396,7 +407,7 @@ def read_attempt(files: Mapping[str, bytes], db_name: str, final_output: bytes |
     report: dict[str, Any] = {}
     if usage_report:
         try:
-            parsed = json.loads(usage_report)
+            parsed = loads_json(usage_report)
             report = parsed if isinstance(parsed, dict) else {}
         except ValueError:
             report = {}

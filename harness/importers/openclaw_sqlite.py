@@ -24,6 +24,7 @@ from typing import Any
 
 import zstandard
 
+from harness.nesting import loads_json
 from harness.errors import TranscriptImportError
 from harness.importers.events import to_events, write_runs
 from harness.importers.openclaw import Entry, SessionSource, read_session
@@ -79,7 +80,7 @@ def _decode(row: sqlite3.Row, name: str, where: str) -> dict[str, Any]:
         raise TranscriptImportError(name, where, f"event_json: expected text, got {type(text_json).__name__}")
     column = "event_zstd" if blob is not None else "event_json"
     try:
-        event = json.loads(text_json)
+        event = loads_json(text_json)
     except json.JSONDecodeError as exc:
         raise TranscriptImportError(name, where, f"{column}: not valid JSON: {exc.msg} (column {exc.colno})") from None
     if not isinstance(event, dict):

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.nesting import loads_json
 from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
 from harness.importers.recorded import (
@@ -90,7 +91,7 @@ class _Reader(Reader):
         if not isinstance(text, str):
             self.fail(where, "expected JSON text")
         try:
-            return self.obj(json.loads(text), where)
+            return self.obj(loads_json(text), where)
         except json.JSONDecodeError as exc:
             self.fail(where, f"not valid JSON ({exc.msg}, column {exc.colno})")
 
@@ -215,12 +216,12 @@ def _sources(src: Path, reader: _Reader) -> tuple[list[_Source], bytes]:
     # The event stream has one JSON object per line; an export is one (pretty-printed) object.
     first = text.lstrip().split("\n", 1)[0]
     try:
-        head = json.loads(first)
+        head = loads_json(first)
         if isinstance(head, dict) and "info" in head and "messages" in head:
             return [_export_session(head, data, reader)], data
     except json.JSONDecodeError:
         try:
-            whole = json.loads(text)
+            whole = loads_json(text)
         except json.JSONDecodeError as exc:
             cut = exc.pos >= len(text.rstrip())
             reader.fail(f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})"
@@ -465,7 +466,7 @@ def _session(source: _Source, file: str, sha256: str, reader: _Reader) -> Record
     stored = info.get("model")
     if isinstance(stored, str) and stored.startswith("{"):
         try:
-            model = str(json.loads(stored).get("id") or "")
+            model = str(loads_json(stored).get("id") or "")
         except (ValueError, AttributeError):
             model = ""
     if not model:
@@ -520,7 +521,7 @@ def final_text_of_stream(stdout: bytes) -> str | None:
     step_open = False
     for line in stdout.decode("utf-8", "replace").splitlines():
         try:
-            event = json.loads(line)
+            event = loads_json(line)
         except ValueError:
             continue
         if not isinstance(event, dict):

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.nesting import loads_json
 from harness.importers.events import write_runs
 from harness.importers.pixel_guard import classify, plan_guard, receipt_source
 from harness.importers.reader import Reader
@@ -138,7 +139,7 @@ def _load(src: Path, reader: _Reader) -> tuple[dict[str, Any], bytes]:
     except UnicodeDecodeError as exc:
         reader.fail("", f"not UTF-8 text (byte {exc.start})")
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as exc:
         cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
         reader.fail(f"line {exc.lineno} column {exc.colno}",

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from harness.nesting import loads_json
 from harness.errors import TranscriptImportError
 
 __all__ = ["typed", "Reader", "store_copy", "SQLITE_MAGIC"]
@@ -55,7 +56,7 @@ class Reader:
                 continue
             where = f"line {number}"
             try:
-                out.append((where, line, json.loads(line)))
+                out.append((where, line, loads_json(line)))
             except json.JSONDecodeError as exc:
                 if number == len(lines):  # no newline after it: the writer stopped in the middle of this line
                     self.fail(where, f"{cut_line} ({exc.msg}, column {exc.colno}); the file ends early: "
@@ -89,6 +90,10 @@ def store_copy(path: Path, name: str = "store.db") -> Iterator[sqlite3.Connectio
         con.row_factory = sqlite3.Row
         try:
             yield con
+        except UnicodeDecodeError as exc:
+            # sqlite3 decodes TEXT as UTF-8 when a row is fetched and raises this, not a DatabaseError, for a
+            # value that is not: the store is damaged like any other unreadable one, so it is named the same way.
+            raise sqlite3.DatabaseError(f"a text value that is not UTF-8 (byte {exc.start})") from None
         finally:
             con.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .script import ScriptError
+from .script import ScriptError, load_scripts
 from .server import serve
 
 
@@ -21,8 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
     parser.add_argument("--model-id", default=None, help="model id to report (default: the script's)")
     parser.add_argument("--log", default=None, help="append every request and its answer to this JSONL file")
+    parser.add_argument("--check", action="store_true", help="validate the scripts and exit without serving")
     args = parser.parse_args(argv)
     try:
+        if args.check:
+            for name in load_scripts(args.script):
+                print(f"{name}: valid")
+            return 0
         serve(args.script if len(args.script) > 1 else args.script[0], args.host, args.port, args.model_id,
               log_path=args.log)
     except ScriptError as exc:

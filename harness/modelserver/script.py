@@ -28,6 +28,8 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.errors import one_line
+from harness.nesting import loads_json, loads_toml
 from harness.tomlfile import key_path
 
 __all__ = [
@@ -72,7 +74,7 @@ class ScriptError(ValueError):
         self.key = key
         self.problem = problem
         where = f"{file}: {key}" if key else file
-        super().__init__(f"{where}: {problem}")
+        super().__init__(one_line(f"{where}: {problem}"))
 
 
 def _check_regex(pattern: str) -> str:
@@ -296,7 +298,7 @@ def load_script(path: str | Path) -> Script:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScriptError(file, "", f"cannot read: {exc}") from None
     try:
-        data = tomllib.loads(raw) if suffix == ".toml" else json.loads(raw)
+        data = loads_toml(raw) if suffix == ".toml" else loads_json(raw)
     except tomllib.TOMLDecodeError as exc:
         raise ScriptError(file, "(syntax)", str(exc)) from None
     except json.JSONDecodeError as exc:

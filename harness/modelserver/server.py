@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import itertools
 import json
 import math
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from harness.nesting import loads_json
 from .script import Answer, Script, ScriptError, ScriptSet, load_script, message_text, script_paths
 
 __all__ = [
@@ -123,7 +125,7 @@ def _decode_body(body: bytes) -> Any:
         return None
     text = body.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         return text
 
@@ -262,7 +264,11 @@ class _Handler(BaseHTTPRequestHandler):
             "request": _decode_body(body),
         }
         route = self._ROUTES.get(path)
-        if route is None:
+        if owner.api_key is not None and not hmac.compare_digest(
+                self.headers.get("Authorization", "").encode(), f"Bearer {owner.api_key}".encode()):
+            # As an endpoint behind a key answers a client that lacks it; the header itself is never kept.
+            self._json(record, 401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+        elif route is None:
             self._json(record, 404, _error(f"Invalid URL ({method} {path})", "invalid_request_error"))
         elif route[0] != method:
             self._json(record, 405, _error(f"Method {method} not allowed on {path}", "invalid_request_error"))
@@ -458,6 +464,7 @@ class ScriptedModelServer:
     for it, else by the first script without ``select``; when there is none it is answered 400. A single
     script without ``select`` answers every conversation, as a lone script always did.
 
+    ``api_key`` (keyword-only) makes it an endpoint behind a key: a request without it is answered 401.
     ``model_id``, ``context_size`` and ``max_output_tokens`` default to the first script's, then to
     ``DEFAULT_*``. Every request is kept in ``requests`` and, with ``log_path``, appended there as JSONL.
     """
@@ -473,6 +480,7 @@ class ScriptedModelServer:
         log_path: str | os.PathLike[str] | None = None,
         *,
         scripts: Scripts | None = None,
+        api_key: str | None = None,
     ) -> None:
         if (script is None) == (scripts is None):
             raise TypeError("give either script or scripts")
@@ -488,6 +496,8 @@ class ScriptedModelServer:
         self.context_size = context_size or self.script.context_size or DEFAULT_CONTEXT_SIZE
         self.max_output_tokens = max_output_tokens or self.script.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
         self.log_path = Path(log_path) if log_path is not None else None
+        self.api_key = api_key
+        """When given, every request must carry ``Authorization: Bearer <api_key>``, else it is answered 401."""
         self._port = port
         self._player = ScriptSet(named)
         self._records: list[RequestRecord] = []

@@ -326,3 +326,27 @@ def test_check_specs_carry_the_cells_values() -> None:
     assert web.kind == "web" and web.spec["page"] == f"**/{values['project']}/**/index.html"
     assert web.spec["elements"] == [f"text=Night Garden {values['marker']}"]
     assert files.kind == "pytest" and files.values == values and "test_site_files.py" in files.files
+
+
+# -- the prompt's bytes --------------------------------------------------------------------------------
+
+
+def test_a_prompt_keeps_its_cr_and_crlf_bytes(tmp_path: Path) -> None:
+    raw = "line one\r\nline two\rline three\n\u00e9t\u00e9 \u2713\r".encode()
+    d = tmp_path / "open" / "01-cr"
+    d.mkdir(parents=True)
+    (d / "item.toml").write_text(ITEM_TOML)
+    (d / "prompt.md").write_bytes(raw)
+    (item,) = load_catalog(tmp_path).open_items
+    assert item.prompt.encode() == raw
+
+
+@pytest.mark.parametrize("raw, words", [(b"say \x00 hi\n", "byte 4: a NUL byte"),
+                                        (b"caf\xe9\n", "byte 3: not UTF-8 text")])
+def test_a_prompt_with_a_nul_or_bytes_that_are_not_utf8_is_refused(tmp_path: Path, raw: bytes, words: str) -> None:
+    d = tmp_path / "open" / "01-bad"
+    d.mkdir(parents=True)
+    (d / "item.toml").write_text(ITEM_TOML)
+    (d / "prompt.md").write_bytes(raw)
+    with pytest.raises(CatalogError, match=re.escape(f"{d / 'prompt.md'}: {words}")):
+        load_catalog(tmp_path)

@@ -3,7 +3,9 @@ its refusal, never a traceback, a file outside the attempt folder, or an unreada
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import threading
 import time
@@ -125,3 +127,54 @@ def test_a_reader_looking_at_the_lock_never_turns_a_writer_away(tmp_path: Path) 
         pass
     lock.close()
     assert not store.is_being_written(sweep.id)
+
+
+def _names_kept(store: Store, sweep, arts: list[Artifact]) -> dict[str, tuple[str, bytes]]:  # type: ignore[no-untyped-def]
+    """Record ``arts`` and read them back: original name -> (stored name, the stored file's bytes), each file
+    checked against the size and sha256 meta.json lists."""
+    cell = sweep.cells[0]
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        assert w.record_attempt(sweep, finished_result(sweep, cell, artifacts=arts))
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    out = {}
+    for rec in store.load_meta(sweep.id, cell.id, 1).artifacts:
+        data = (folder / rec.name).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (rec.size, rec.sha256)
+        raw = base64.b64decode(rec.original_b64) if rec.original_b64 is not None else rec.name.encode()
+        out[raw.decode("utf-8", "surrogateescape")] = (rec.name, data)
+    assert len(out) == len(arts)
+    return out
+
+
+def test_names_too_long_once_escaped_or_nested_are_stored_under_short_names_with_the_original_kept(
+        tmp_path: Path) -> None:
+    store, sweep = _recording(tmp_path)
+    escaped = "workspace/" + "\udcff" * 200            # 200 raw bytes: 1,200 once each is written as \udcff
+    wide = "workspace/" + "\u00e9" * 200               # 400 bytes of UTF-8 in one name
+    deep = "workspace/" + "/".join("D%02d" % i + "d" * 240 for i in range(20)) + "/deep.txt"  # past PATH_MAX
+    arts = [Artifact.of(escaped, b"esc"), Artifact.of(wide, b"wide"), Artifact.of(deep, b"deep"),
+            Artifact.of("workspace/" + "L" * 255, b"fits")]
+    kept = _names_kept(store, sweep, arts)
+    assert kept["workspace/" + "L" * 255] == ("workspace/" + "L" * 255, b"fits")
+    for name, data in ((escaped, b"esc"), (wide, b"wide"), (deep, b"deep")):
+        stored, got = kept[name]
+        assert got == data and stored != name
+        assert all(len(part.encode()) <= 255 for part in stored.split("/")) and len(stored.encode()) <= 1024
+    assert kept[deep][0].startswith("renamed/") and kept[deep][0].endswith("~deep.txt")
+    meta = json.loads((store.attempt_dir(sweep.id, sweep.cells[0].id, 1) / "meta.json").read_bytes())
+    by_name = {a["name"]: a for a in meta["artifacts"]}
+    assert by_name[kept[wide][0]]["original"] == wide
+    assert set(by_name["workspace/" + "L" * 255]) == {"name", "size", "sha256"}  # a kept name: as it always was
+
+
+def test_an_escaped_name_that_clashes_with_a_real_one_is_kept_too(tmp_path: Path) -> None:
+    store, sweep = _recording(tmp_path)
+    # b"lit\xff" escapes to the text "lit\udcff", which is also a legal name by itself; so is a folder of it.
+    arts = [Artifact.of("workspace/lit\\udcff", b"literal"), Artifact.of("workspace/lit\udcff", b"raw"),
+            Artifact.of("workspace/dir\\udcff", b"a file"), Artifact.of("workspace/dir\udcff/in.txt", b"inside")]
+    kept = _names_kept(store, sweep, arts)
+    assert kept["workspace/lit\\udcff"] == ("workspace/lit\\udcff", b"literal")
+    assert kept["workspace/dir\\udcff"] == ("workspace/dir\\udcff", b"a file")
+    assert kept["workspace/lit\udcff"][1] == b"raw" and kept["workspace/lit\udcff"][0].startswith("renamed/")
+    assert kept["workspace/dir\udcff/in.txt"][1] == b"inside"

@@ -7,10 +7,13 @@ inventory the tests write.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -50,19 +53,30 @@ def keygen(path: Path) -> str:
 
 
 class RedisServer:
-    def __init__(self, folder: Path) -> None:
+    """A redis-server on a free loopback port; with ``password``, one that requires it (``--requirepass``).
+    ``persistent``: an append-only file synced on every write, so a server killed and started again (same port,
+    same folder) comes back with all its data, as a production Redis with AOF does after a crash or a restart."""
+
+    def __init__(self, folder: Path, password: str | None = None, persistent: bool = False) -> None:
         self.folder = folder
+        self.persistent = persistent
         self.port = free_port()
+        self.password = password
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        # The password goes in a config file read on start, not on the command line, where `ps` shows it.
+        conf = self.folder / "redis.conf"
+        conf.write_text(f"requirepass {self.password}\n" if self.password else "")
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            ["redis-server", str(conf), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]),
              "--dir", str(self.folder)],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT,
         )
@@ -71,6 +85,13 @@ class RedisServer:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+    def kill(self) -> None:
+        """Gone at once, as in a crash or a cut cable: clients see refused connections until ``start()``."""
+        if self.proc is not None:
+            self.proc.kill()
             self.proc.wait(10)
             self.proc = None
 
@@ -190,8 +211,9 @@ class Worker:
                  concurrency: int | None = None, env: dict[str, str] | None = None) -> None:
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log = folder / f"{self.name}.log"
-        args = FLEET + ["worker", "--inventory", str(inventory), "--hosts", ",".join(hosts), "--broker", broker,
-                        "--loglevel", "INFO", "--name", self.name]
+        # broker "": the worker takes it from its environment's FLEET_BROKER_URL (given in ``env``).
+        args = FLEET + ["worker", "--inventory", str(inventory), "--hosts", ",".join(hosts),
+                        *(["--broker", broker] if broker else []), "--loglevel", "INFO", "--name", self.name]
         if concurrency:
             args += ["--concurrency", str(concurrency)]
         self.proc = subprocess.Popen(
@@ -266,3 +288,32 @@ def start_embedded(args: list[str], cwd: Path, home: Path | None = None, **extra
     """A `fleet` command on the embedded default, left running (for tests that stop it)."""
     return subprocess.Popen(FLEET + args, cwd=cwd, env=embedded_env(cwd, home, **extra), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+
+
+def assert_stored_once(runs: Path, sweep_id: str, cells: int) -> int:
+    """Every cell's last attempt finished; every finished attempt is stored once (one folder, one index row per
+    artifact) with each artifact's sha256 matching meta.json. Returns the number of finished attempts."""
+    sweep = json.loads((runs / sweep_id / "sweep.json").read_text())
+    assert len(sweep["cells"]) == cells
+    db = sqlite3.connect(runs / "index.sqlite")
+    finished = 0
+    for cell in sweep["cells"]:
+        attempts = sweep["attempts"][cell["id"]]
+        assert len({a["attempt"] for a in attempts}) == len(attempts), attempts
+        assert attempts[-1]["status"] == "finished", (cell["id"], attempts)
+        for a in attempts:
+            if a["status"] != "finished":
+                continue
+            finished += 1
+            folder = runs / sweep_id / cell["id"] / f"attempt-{a['attempt']}"
+            meta = json.loads((folder / "meta.json").read_text())
+            assert meta["artifacts"], meta
+            for art in meta["artifacts"]:
+                assert hashlib.sha256((folder / art["name"]).read_bytes()).hexdigest() == art["sha256"], art["name"]
+            rows = db.execute("SELECT count(*) FROM attempts WHERE sweep_id=? AND cell_id=? AND attempt=?",
+                              (sweep_id, cell["id"], a["attempt"])).fetchone()[0]
+            assert rows == 1
+            (stdout,) = [x for x in meta["artifacts"] if x["name"] == "agent.stdout"]
+            assert "done" in (folder / stdout["name"]).read_text()
+    db.close()
+    return finished

@@ -6,8 +6,11 @@ one step; each checks the recorded status and reason code (harness/failures.py) 
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
+import tarfile
 
 import pytest
 
@@ -17,6 +20,7 @@ from harness.errors import HostLost, HostUnreachable
 from harness.failures import REASONS, classify
 from harness.inventory import AgentConfig, Host, ModelEndpoint
 from harness.records import AttemptRequest, AttemptResult, Cell
+from workers import launcher
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt
 from workers.transport.base import ShellResult
@@ -44,34 +48,73 @@ def root_of(req: AttemptRequest) -> str:
     return f"{HOME}/fleet/runs/{req.sweep_id}/{req.cell.id}/attempt-{req.attempt}"
 
 
+def launcher_request(t: MemoryTransport) -> dict:
+    """The request the lifecycle sent the launcher in its last script (one JSON line on stdin)."""
+    stdin = t.stdins[-1]
+    assert stdin is not None and stdin.endswith(b"\n")
+    return json.loads(stdin)
+
+
+def delivery_of(t: MemoryTransport) -> str:
+    """The folder of the attempt's delivery on the host (WORKDIR/.fleet/deliveries/TOKEN)."""
+    (run,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"]
+    return f"{run['fleet']}/deliveries/{run['token']}"
+
+
 def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[str, bytes] | None = None) -> MemoryTransport:
     """A host on which every step works; the agent exits with ``exit_code`` (None: it never exits) and leaves
-    ``leaves`` (paths relative to the attempt root) behind."""
+    ``leaves`` (paths relative to the attempt root) behind. The launcher signs its records with the key the
+    lifecycle sent it, as workers/launcher.py does."""
     root = root_of(req)
-    fleet = f"{root}/.fleet"
 
     def launch(script: str, t: MemoryTransport) -> str:
-        t.files[f"{fleet}/started.json"] = json.dumps({"pid": 4242, "pgid": 4242}).encode()
+        r = launcher_request(t)
+        here = f"{r['fleet']}/deliveries/{r['token']}"
+        started = launcher.sign(r["key"], {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242,
+                                           "launcher_pid": 4241})
         if exit_code is not None:
-            t.files[f"{fleet}/exit.json"] = json.dumps({"exit_code": exit_code, "signal": None}).encode()
-            t.files[f"{fleet}/agent.stdout"] = b"done\n"
+            out = b"done\n"
+            record = {"token": r["token"], "exit_code": exit_code, "signal": None, "ended_by": "exit",
+                      "agent.stdout": {"size": len(out), "sha256": hashlib.sha256(out).hexdigest()}}
+            t.files[f"{here}/exit.json"] = json.dumps(launcher.sign(r["key"], record)).encode()
+            t.files[f"{here}/agent.stdout"] = out
             t.files.update({f"{root}/{rel}": data for rel, data in (leaves or {}).items()})
+        return json.dumps({"started": started}) + "\n"
+
+    def pack(script: str, t: MemoryTransport) -> str:
+        # What the launcher's pack leaves: the files the agent left beside the workspace, in outputs.tar.gz.
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for rel, data in (leaves or {}).items():
+                info = tarfile.TarInfo(rel)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        t.files[f"{delivery_of(t)}/outputs.tar.gz"] = buf.getvalue()
         return ""
 
-    def cat(name: str):  # type: ignore[no-untyped-def]
-        return lambda script, t: t.files.get(f"{fleet}/{name}", b"").decode()
+    def poll(script: str, t: MemoryTransport) -> str:
+        here = re.match(r"cd (\S+) ", script)
+        assert here is not None
+        return t.files.get(f"{here.group(1)}/exit.json", b"").decode()
 
     return MemoryTransport(req.host, [
         (r'^printf %s "\$HOME"$', HOME),
         (r"^set -e; rm -rf ", f"Linux 6.8.0 x86_64\n3.12.3\n/dev/nvme0n1p2 1000 10 4096000 1% {HOME}\n"),
         (r"command -v ", "/usr/local/bin/my-agent\n"),
         (r"\.ready$", ""),  # the harness release is installed (workers.install.ensure_harness)
-        (r"launch\.py run ", launch),
-        (r"cat started\.json", cat("started.json")),
-        (r"cat .*/exit\.json", cat("exit.json")),
-        (r"launch\.py kill ", ""),
-        (r"launch\.py pack ", ""),
+        (r"' reap [0-9a-f]+$", '{"reaped": []}\n'),
+        (r"' run [0-9a-f]+$", launch),
+        (r"cat exit\.json", poll),
+        (r"^cat .*/exit\.json", ""),
+        (r"' kill [0-9a-f]+$", '{"ended": []}\n'),
+        (r"' pack [0-9a-f]+$", pack),
+        (r"^rm -rf .*/deliveries/", ""),
     ])
+
+
+KILL = r"' kill [0-9a-f]+$"
+PACK = r"' pack [0-9a-f]+$"
+POLL = r"cat exit\.json"
 
 
 def assert_failure(result: AttemptResult, code: str) -> None:
@@ -88,9 +131,12 @@ def test_a_healthy_host_finishes() -> None:
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert (result.status, result.reason, result.exit_code) == ("finished", "", 0), result.error
     assert result.agent_started_at and result.host_facts["disk_free_mb"] == "4000"
-    assert json.loads(t.files[f"{root_of(req)}/.fleet/launch.json"])["argv"] == ["my-agent", f"{root_of(req)}/prompt.md"]
+    (run,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"]
+    assert run["spec"]["argv"] == ["my-agent", f"{root_of(req)}/prompt.md"]
     assert t.files[f"{root_of(req)}/prompt.md"] == b"rename my photos"
-    assert not t.ran(r"launch\.py kill ")
+    assert not t.ran(KILL)
+    # Nothing of the launcher or its records is in the attempt folder the agent can write.
+    assert not [f for f in t.files if f.startswith(f"{root_of(req)}/.fleet/")]
 
 
 def test_a_stage_that_fails_is_agent_not_started_and_nothing_is_launched() -> None:
@@ -99,7 +145,7 @@ def test_a_stage_that_fails_is_agent_not_started_and_nothing_is_launched() -> No
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "agent_not_started")
     assert f"cannot prepare {root_of(req)}" in result.error and "Permission denied" in result.error
-    assert not t.ran(r"launch\.py run ") and not t.ran(r"command -v ")
+    assert not t.ran(r"' run [0-9a-f]+$") and not t.ran(r"command -v ")
 
 
 @pytest.mark.parametrize("lost", [HostUnreachable("SSH connect to tower1.lan:22 timed out", host="tower1"),
@@ -116,14 +162,14 @@ def test_a_host_lost_mid_run_is_host_lost_and_the_kill_is_attempted(lost: Except
             raise lost
         return ""
 
-    t.on(r"cat .*/exit\.json", poll).on(r"launch\.py kill ", lost)  # the host is gone: the kill fails too
+    t.on(POLL, poll).on(KILL, lost)  # the host is gone: the kill fails too
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "host_lost")
     assert str(lost) in result.error
-    kills = t.ran(r"launch\.py kill ")
-    assert kills == [f"cd {root_of(req)} && python3 .fleet/launch.py kill {root_of(req)}"]
+    kills = t.ran(KILL)
+    assert len(kills) == 1
     assert t.scripts.index(kills[0]) > t.scripts.index(polls[-1])  # tried after the host went away
-    assert not t.ran(r"launch\.py pack ")
+    assert not t.ran(PACK)
 
 
 def test_a_missing_agent_program_is_agent_missing_before_anything_runs() -> None:
@@ -133,7 +179,7 @@ def test_a_missing_agent_program_is_agent_missing_before_anything_runs() -> None
     assert_failure(result, "agent_missing")
     assert result.error == "tower1: agent 'echo': my-agent is not installed (not found on PATH)"
     assert t.ran(r"command -v 'my-agent'|command -v my-agent")
-    assert not t.ran(r"launch\.py run ") and f"{root_of(req)}/prompt.md" not in t.files
+    assert not t.ran(r"' run [0-9a-f]+$") and f"{root_of(req)}/prompt.md" not in t.files
 
 
 def test_a_timeout_is_status_timeout_and_the_group_is_killed() -> None:
@@ -144,11 +190,13 @@ def test_a_timeout_is_status_timeout_and_the_group_is_killed() -> None:
     assert (result.status, result.reason, result.exit_code) == ("timeout", "", None)
     assert classify(result.status, result.reason) is None  # the model's result: never retried away
     assert result.error == "the agent ran past the item's timeout of 1 s and was stopped"
-    kills = t.ran(r"launch\.py kill ")
-    assert kills == [f"cd {root_of(req)} && python3 .fleet/launch.py kill {root_of(req)}"]
+    kills = t.ran(KILL)
+    assert len(kills) == 1
+    kill = json.loads(t.stdins[t.scripts.index(kills[0])] or b"")
+    assert kill["pids"] == {"agent": 4242, "sid": 4242, "launcher": 4241} and kill["marker"]
     # Killed after the last poll, and collected after the kill: what it left is kept.
-    last_poll = max(i for i, s in enumerate(t.scripts) if re.search(r"cat .*/exit\.json", s))
-    assert last_poll < t.scripts.index(kills[0]) < t.scripts.index(t.ran(r"launch\.py pack ")[0])
+    last_poll = max(i for i, s in enumerate(t.scripts) if re.search(POLL, s))
+    assert last_poll < t.scripts.index(kills[0]) < t.scripts.index(t.ran(PACK)[0])
     assert result.duration_s >= 1
 
 
@@ -190,3 +238,146 @@ def test_a_check_that_breaks_once_runs_through_the_runner_protocol_twice() -> No
     assert checks[0]["summary"].startswith("1 passed (run twice; the first run: the web check did not answer: ")
     assert len(t.ran(r"-m harness\.checks\.web ")) == 2
     assert t.files[f"{root_of(req)}/.fleet/checks/site/spec.json"] == json.dumps(check.spec).encode()
+
+
+# -- supervision: the delivery's records are signed, the agent cannot forge or redirect them ------------------------
+
+def test_the_reap_comes_before_the_folder_is_made_afresh_and_names_this_delivery() -> None:
+    req = request()
+    t = healthy_host(req)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST, slot="redis:k#0")
+    assert result.status == "finished", result.error
+    (reap,) = t.ran(r"' reap [0-9a-f]+$")
+    assert t.scripts.index(reap) < t.scripts.index(t.ran(r"^set -e; rm -rf ")[0])
+    sent = json.loads(t.stdins[t.scripts.index(reap)] or b"")
+    assert sent["entry"] == {"host": "tower1", "sweep_id": "s1", "sweep_uid": "", "cell": req.cell.id, "attempt": 1,
+                             "slot": "redis:k#0", "root": root_of(req)}
+    assert sent["source"] == launcher_source()
+    # The key travels on stdin only: in no script, and it differs per delivery.
+    run = launcher_request_of(t, "run")
+    assert run["key"] not in "".join(t.scripts) and run["marker"] not in "".join(t.scripts)
+    assert run["fleet"] == f"{HOME}/fleet/.fleet" and not run["fleet"].startswith(root_of(req))
+    again = healthy_host(req)
+    run_attempt(again, req, adapter_for("echo", req.agent), timing=FAST)
+    assert launcher_request_of(again, "run")["key"] != run["key"]
+    assert launcher_request_of(again, "run")["token"] != run["token"]
+    # The delivery's folder is removed once its files are in the result.
+    assert t.ran(r"^rm -rf .*/deliveries/" + run["token"])
+
+
+def launcher_source() -> str:
+    from workers.attempt import LAUNCHER_SOURCE
+
+    return LAUNCHER_SOURCE.decode()
+
+
+def launcher_request_of(t: MemoryTransport, verb: str) -> dict:
+    (found,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == verb]
+    return found
+
+
+def test_a_forged_exit_record_is_ignored_and_the_true_one_is_recorded() -> None:
+    req = request()
+    t = healthy_host(req, exit_code=7)
+    forged = json.dumps({"token": "x", "exit_code": 0, "signal": None, "mac": "0" * 64})
+    polls: list[str] = []
+
+    def poll(script: str, t: MemoryTransport) -> str:
+        polls.append(script)
+        if len(polls) < 3:
+            return forged  # what an agent that found the folder wrote
+        here = re.match(r"cd (\S+) ", script)
+        assert here is not None
+        return t.files[f"{here.group(1)}/exit.json"].decode()
+
+    t.on(POLL, poll)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert (result.status, result.exit_code) == ("finished", 7), result.error
+    files = {a.name: a.data() for a in result.artifacts}
+    assert files["harness/forged-records.txt"] == forged.encode() + b"\n"
+    assert json.loads(files["harness/exit.json"])["exit_code"] == 7
+
+
+def test_a_record_signed_for_another_delivery_is_ignored() -> None:
+    """A replayed record of an earlier delivery (its own key and token) is not this delivery's exit."""
+    req = request()
+    t = healthy_host(req, exit_code=None)
+    old = launcher.sign("ab" * 32, {"token": "0" * 24, "exit_code": 0, "signal": None, "ended_by": "exit"})
+    t.on(POLL, json.dumps(old))
+    result = run_attempt(t, req.model_copy(update={"item": ITEM.model_copy(update={"timeout_s": 1})}),
+                         adapter_for("echo", req.agent), timing=FAST)
+    assert result.status == "timeout", result.error
+
+
+def test_tar_members_outside_the_workspace_are_refused() -> None:
+    import io
+    import tarfile
+
+    req = request()
+    t = healthy_host(req)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name in ("ok.txt", "../escape.txt", "/etc/evil", "a/../../b.txt", "sub/fine.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tf.addfile(info, io.BytesIO(b"abc"))
+
+    def pack(script: str, t: MemoryTransport) -> str:
+        t.files[f"{delivery_of(t)}/workspace.tar.gz"] = buf.getvalue()
+        return ""
+
+    t.on(PACK, pack)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert (result.status, result.exit_code) == ("finished", 0), result.error
+    names = {a.name for a in result.artifacts}
+    assert {n for n in names if n.startswith("workspace/")} == {"workspace/ok.txt", "workspace/sub/fine.txt"}
+    files = {a.name: a.data() for a in result.artifacts}
+    assert files["harness/refused-members.txt"].decode().split() == ["../escape.txt", "/etc/evil", "a/../../b.txt"]
+
+
+@pytest.mark.parametrize("ended_by", ["heartbeat", "superseded"])
+def test_an_agent_the_launcher_ended_for_lack_of_supervision_is_supervision_lost(ended_by: str) -> None:
+    req = request()
+    t = healthy_host(req, exit_code=None)
+
+    def poll(script: str, t: MemoryTransport) -> str:
+        r = launcher_request_of(t, "run")
+        return json.dumps(launcher.sign(r["key"], {"token": r["token"], "exit_code": None, "signal": 15,
+                                                   "ended_by": ended_by}))
+
+    t.on(POLL, poll)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "supervision_lost")
+    assert ("heartbeat" if ended_by == "heartbeat" else "later delivery") in result.error
+
+
+def test_a_launcher_that_died_first_is_supervision_lost_and_the_tree_is_killed() -> None:
+    req = request()
+    t = healthy_host(req, exit_code=None).on(POLL, "GONE")
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "supervision_lost")
+    assert "launcher on the host ended before the agent" in result.error
+    assert len(t.ran(KILL)) == 1
+
+
+def test_output_changed_after_the_agent_ended_is_artifact_corrupt() -> None:
+    req = request()
+    t = healthy_host(req)
+
+    def pack(script: str, t: MemoryTransport) -> str:
+        t.files[f"{delivery_of(t)}/agent.stdout"] = b"forged\n"  # rewritten after the launcher signed its size
+        return ""
+
+    t.on(PACK, pack)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "artifact_corrupt")
+    assert "agent.stdout changed after the agent ended" in result.error
+
+
+def test_a_start_record_without_a_valid_signature_is_agent_not_started() -> None:
+    req = request()
+    t = healthy_host(req).on(r"' run [0-9a-f]+$", json.dumps({"started": {"token": "x", "pid": 1, "pgid": 1,
+                                                                           "mac": "0" * 64}}))
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_not_started")
+    assert "no signed start record" in result.error

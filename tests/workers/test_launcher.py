@@ -1,35 +1,89 @@
-"""workers/launcher.py as the host runs it: a real subprocess in an attempt folder."""
+"""workers/launcher.py as the host runs it: a real subprocess, sent its source and request on stdin as the worker
+sends them (``python3 -c BOOT VERB TOKEN``), in a work folder of the test's own."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import secrets
+import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
 from tests.support import REPO
+from workers import launcher
 
 LAUNCHER = REPO / "workers" / "launcher.py"
+SOURCE = LAUNCHER.read_text(encoding="utf-8")
 
 
-def attempt_dir(tmp_path: Path, argv: list[str], deadline_s: float = 30, env: dict[str, str] | None = None) -> Path:
-    base = tmp_path / "attempt-1"
+@dataclass
+class Delivery:
+    """One delivery as the worker makes it: a token, a key, a marker, and the attempt folder."""
+
+    work: Path
+    base: Path
+    token: str = field(default_factory=lambda: secrets.token_hex(12))
+    key: str = field(default_factory=lambda: secrets.token_hex(32))
+    marker: str = field(default_factory=lambda: secrets.token_hex(16))
+    entry: dict = field(default_factory=dict)
+
+    @property
+    def fleet(self) -> Path:
+        return self.work / ".fleet"
+
+    @property
+    def folder(self) -> Path:
+        return self.fleet / "deliveries" / self.token
+
+    def call(self, verb: str, timeout: float = 30, host_env: dict[str, str] | None = None,
+             **request: object) -> subprocess.CompletedProcess[bytes]:
+        """One launcher verb; ``host_env`` is the launcher's own environment (the host's, or a local worker's)."""
+        body = {"source": SOURCE, "verb": verb, "fleet": str(self.fleet), "token": self.token, **request}
+        return subprocess.run([sys.executable, "-c", launcher.BOOT, verb, self.token], capture_output=True,
+                              input=(json.dumps(body) + "\n").encode(), timeout=timeout, cwd="/", env=host_env)
+
+    def run(self, argv: list[str], deadline_s: float = 30, env: dict[str, str] | None = None,
+            heartbeat_s: float = 0, pass_env: list[str] | None = None,
+            host_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+        spec = {"argv": argv, "env": env or {}, "pass_env": pass_env or [], "cwd": str(self.base / "workspace")}
+        return self.call("run", key=self.key, marker=self.marker, spec=spec, deadline_s=deadline_s,
+                         heartbeat_s=heartbeat_s, entry=self.entry, host_env=host_env)
+
+    def started(self, proc: subprocess.CompletedProcess[bytes]) -> dict:
+        answer = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        assert launcher.verify(self.key, answer["started"], self.token), answer
+        return answer["started"]
+
+    def exit(self, timeout: float = 20) -> dict:
+        path = self.folder / "exit.json"
+        end = time.monotonic() + timeout
+        while not path.exists():
+            assert time.monotonic() < end, f"no exit.json after {timeout} s: {self.log()}"
+            time.sleep(0.05)
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert launcher.verify(self.key, record, self.token), record
+        return record
+
+    def log(self) -> str:
+        path = self.folder / "launcher.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def beat(self, seq: int) -> None:
+        (self.folder / "heartbeat.tmp").write_text(launcher.heartbeat_line(self.key, self.token, seq))
+        os.replace(self.folder / "heartbeat.tmp", self.folder / "heartbeat")
+
+
+def delivery(tmp_path: Path, name: str = "attempt-1", **entry: object) -> Delivery:
+    base = tmp_path / "work" / "runs" / name
     (base / "workspace").mkdir(parents=True)
-    (base / ".fleet").mkdir()
-    spec = {"argv": argv, "env": env or {}, "cwd": str(base / "workspace"), "deadline_s": deadline_s}
-    (base / ".fleet" / "launch.json").write_text(json.dumps(spec), encoding="utf-8")
-    return base
-
-
-def launch(verb: str, base: Path, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, str(LAUNCHER), verb, str(base)], capture_output=True, timeout=timeout)
-
-
-def read(base: Path, name: str) -> dict:
-    return json.loads((base / ".fleet" / name).read_text(encoding="utf-8"))
+    return Delivery(tmp_path / "work", base, entry=entry)
 
 
 def gone(pid: int) -> bool:
@@ -45,95 +99,296 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_exit_code_and_output_are_recorded(tmp_path: Path) -> None:
+def wait_gone(pids: list[int], timeout: float = 10) -> float:
+    t0 = time.monotonic()
+    while not all(gone(p) for p in pids) and time.monotonic() - t0 < timeout:
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def stopped(record: dict) -> bool:
+    """Ended by our TERM or KILL: a signal, or a shell's exit status for one (sh may exit 143 on TERM)."""
+    return record["signal"] in (15, 9) or record["exit_code"] in (143, 137)
+
+
+def read_pids(path: Path, n: int, timeout: float = 10) -> list[int]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists():
+            pids = [int(p) for p in path.read_text().split()]
+            if len(pids) >= n:
+                return pids
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: fewer than {n} pids")
+
+
+def test_exit_code_and_output_are_recorded_in_the_delivery_folder_and_signed(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
     script = 'echo "out $FLEET_T"; echo err >&2; pwd > where.txt; exit 3'
-    base = attempt_dir(tmp_path, ["sh", "-c", script], env={"FLEET_T": "v1"})
-    proc = launch("run", base)
+    proc = d.run(["sh", "-c", script], env={"FLEET_T": "v1"})
     assert proc.returncode == 0, proc.stderr
-    started = read(base, "started.json")
-    assert started["pid"] > 1 and started["pgid"] == started["pid"]
-    ended = read(base, "exit.json")
+    started = d.started(proc)
+    assert started["pid"] > 1 and started["pgid"] == started["pid"] == started["sid"]
+    ended = d.exit()
     assert ended["exit_code"] == 3 and ended["signal"] is None and ended["timed_out_by_launcher"] is False
-    assert (base / ".fleet" / "agent.stdout").read_bytes() == b"out v1\n"
-    assert (base / ".fleet" / "agent.stderr").read_bytes() == b"err\n"
-    assert (base / "workspace" / "where.txt").read_text().strip() == str(base / "workspace")
-    assert not (base / ".fleet" / "start_error.json").exists()
-    assert not list((base / ".fleet").glob("*.tmp"))
+    assert ended["ended_by"] == "exit"
+    assert (d.folder / "agent.stdout").read_bytes() == b"out v1\n"
+    assert (d.folder / "agent.stderr").read_bytes() == b"err\n"
+    assert ended["agent.stdout"] == {"size": 7, "sha256": hashlib.sha256(b"out v1\n").hexdigest()}
+    assert (d.base / "workspace" / "where.txt").read_text().strip() == str(d.base / "workspace")
+    # The delivery folder is private, and nothing of the launcher is in the attempt folder.
+    assert (d.folder.stat().st_mode & 0o777) == 0o700
+    assert sorted(p.name for p in d.base.iterdir()) == ["workspace"]
+    assert not list(d.folder.glob("*.tmp"))
+    # Its registry entry is gone once the agent ended.
+    end = time.monotonic() + 5
+    while list((d.fleet / "running").iterdir()) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not list((d.fleet / "running").iterdir())
+
+
+def test_a_changed_record_fails_its_signature(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    d.run(["true"])
+    record = d.exit()
+    assert launcher.verify(d.key, record, d.token)
+    assert not launcher.verify(d.key, {**record, "exit_code": 0 if record["exit_code"] else 1}, d.token)
+    assert not launcher.verify(d.key, record, "another-token")
+    assert not launcher.verify(secrets.token_hex(32), record, d.token)
+
+
+def test_the_agent_gets_the_allow_list_and_what_it_is_given_never_the_launchers_environment(tmp_path: Path) -> None:
+    # The launcher under a worker's environment, as on a local host: the broker's password must not reach the agent.
+    d = delivery(tmp_path)
+    host_env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "USER": "qual", "LANG": "C.UTF-8", "LC_TIME": "C",
+        "TZ": "UTC", "FLEET_BROKER_URL": "redis://:brokerpw@127.0.0.1:6379/0", "AWS_SECRET_ACCESS_KEY": "awspw",
+        "MODEL_KEY": "modelpw", "PYTHONPATH": "/harness/src",
+    }
+    proc = d.run(["env"], env={"OWN_CONFIG": "/attempt/conf", "LANG": "C"}, pass_env=["MODEL_KEY", "NOT_SET_ON_HOST"],
+                 host_env=host_env)
+    assert proc.returncode == 0, proc.stderr
+    d.exit()
+    seen = dict(line.split("=", 1) for line in (d.folder / "agent.stdout").read_text().splitlines())
+    seen.pop(launcher.MARKER_VAR)  # the delivery's marker: how the tree walk finds the agent's processes
+    assert seen == {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "USER": "qual", "LC_TIME": "C", "TZ": "UTC",
+        "LANG": "C",  # what the adapter sets wins over the host's
+        "MODEL_KEY": "modelpw",  # named in pass_env: copied on the host, its value never in launch.json
+        "OWN_CONFIG": "/attempt/conf",
+    }
 
 
 def test_prompt_text_never_meets_a_shell(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
     evil = "$(touch pwned) `touch pwned2`; touch pwned3"
-    base = attempt_dir(tmp_path, [sys.executable, "-c", "import sys; print(sys.argv[1])", evil])
-    launch("run", base)
-    assert read(base, "exit.json")["exit_code"] == 0
-    assert (base / ".fleet" / "agent.stdout").read_text() == evil + "\n"
-    assert not list((base / "workspace").glob("pwned*"))
+    d.run([sys.executable, "-c", "import sys; print(sys.argv[1])", evil])
+    assert d.exit()["exit_code"] == 0
+    assert (d.folder / "agent.stdout").read_text() == evil + "\n"
+    assert not list((d.base / "workspace").glob("pwned*"))
+
+
+def test_the_agent_gets_its_marker_but_not_the_delivery_folder_or_key(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    d.run(["sh", "-c", "env; echo \"$0 $*\""])
+    d.exit()
+    out = (d.folder / "agent.stdout").read_text()
+    assert f"{launcher.MARKER_VAR}={d.marker}" in out
+    assert d.key not in out and d.token not in out and str(d.folder) not in out
 
 
 def test_missing_binary_gives_start_error(tmp_path: Path) -> None:
-    base = attempt_dir(tmp_path, ["/nonexistent/agent-binary", "--x"])
-    proc = launch("run", base)
+    d = delivery(tmp_path)
+    proc = d.run(["/nonexistent/agent-binary", "--x"])
     assert proc.returncode == 127
-    error = read(base, "start_error.json")["error"]
+    error = json.loads(proc.stdout)["start_error"]
     assert "FileNotFoundError" in error and "agent-binary" in error
-    assert not (base / ".fleet" / "started.json").exists()
-    assert not (base / ".fleet" / "exit.json").exists()
+    assert not (d.folder / "started.json").exists()
+    assert not (d.folder / "exit.json").exists()
 
 
-def test_deadline_kills_the_whole_process_group(tmp_path: Path) -> None:
-    script = "sleep 60 & echo $! > child.pid; sleep 60"
-    base = attempt_dir(tmp_path, ["sh", "-c", script], deadline_s=1)
+def test_a_delivery_folder_is_never_reused(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    d.folder.mkdir(parents=True)
+    proc = d.run(["true"])
+    assert proc.returncode == 127 and "exists already" in json.loads(proc.stdout)["start_error"]
+
+
+def test_deadline_kills_the_whole_tree_even_a_child_that_called_setsid(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    pids = tmp_path / "pids"
+    setsid = f"import os,time; os.setsid(); open({str(pids)!r},'a').write('%d\\n' % os.getpid()); time.sleep(999)"
+    script = f"sleep 60 & echo $! >> {pids}; {sys.executable} -c \"{setsid}\" & echo $$ >> {pids}; sleep 60"
     t0 = time.monotonic()
-    proc = launch("run", base, timeout=15)
-    elapsed = time.monotonic() - t0
+    proc = d.run(["sh", "-c", script], deadline_s=1)
     assert proc.returncode == 0, proc.stderr
-    assert 0.9 < elapsed < 6
-    ended = read(base, "exit.json")
-    assert ended["timed_out_by_launcher"] is True
+    ended = d.exit()
+    elapsed = time.monotonic() - t0
+    assert 0.9 < elapsed < 8
+    assert ended["timed_out_by_launcher"] is True and ended["ended_by"] == "deadline"
     assert ended["exit_code"] is None and ended["signal"] in (15, 9)
-    agent_pid = read(base, "started.json")["pid"]
-    child_pid = int((base / "workspace" / "child.pid").read_text())
-    deadline = time.monotonic() + 3
-    while not (gone(child_pid) and gone(agent_pid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gone(agent_pid)
-    assert gone(child_pid), f"background child {child_pid} survived the launcher's kill"
+    started = read_pids(pids, 3)
+    wait_gone(started, 5)
+    assert [p for p in started if not gone(p)] == [], "a process of the agent's tree survived the deadline"
+
+
+def test_an_orphan_that_left_the_session_is_found_and_ended(tmp_path: Path) -> None:
+    """A double fork + setsid (a daemon): re-parented (to the supervisor on Linux), still carries the marker."""
+    d = delivery(tmp_path)
+    pids = tmp_path / "pids"
+    daemon = (f"import os,time\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n"
+              f"open({str(pids)!r},'a').write('%d\\n' % os.getpid())\ntime.sleep(999)\n")
+    proc = d.run([sys.executable, "-c", daemon + ""], deadline_s=30)
+    assert proc.returncode == 0
+    (orphan,) = read_pids(pids, 1)
+    ended = d.exit()  # the agent itself exited at once: its leftovers are ended at its end
+    assert ended["exit_code"] == 0
+    assert wait_gone([orphan], 5) < 5, "a daemonized child of the agent survived its end"
 
 
 def test_an_agent_that_ends_on_sigterm_is_not_waited_for(tmp_path: Path) -> None:
     # SIGTERM ends `sleep` at once: the launcher must notice (reap it) instead of sitting out the whole
-    # grace period and sending SIGKILL to a group that is already dead.
-    base = attempt_dir(tmp_path, ["sleep", "60"], deadline_s=0.5)
+    # grace period and sending SIGKILL to a tree that is already dead.
+    d = delivery(tmp_path)
     t0 = time.monotonic()
-    launch("run", base, timeout=15)
+    d.run(["sleep", "60"], deadline_s=0.5)
+    ended = d.exit()
     elapsed = time.monotonic() - t0
-    ended = read(base, "exit.json")
     assert ended["timed_out_by_launcher"] is True and ended["signal"] == 15
-    assert elapsed < 2.5, f"took {elapsed:.1f} s"
+    assert elapsed < 3, f"took {elapsed:.1f} s"
 
 
 def test_children_left_behind_are_ended_at_exit(tmp_path: Path) -> None:
     # The agent exits normally but leaves a server running in its group: the launcher ends it.
+    d = delivery(tmp_path)
     script = "sleep 60 & echo $! > child.pid; exit 0"
-    base = attempt_dir(tmp_path, ["sh", "-c", script])
-    launch("run", base)
-    ended = read(base, "exit.json")
+    d.run(["sh", "-c", script])
+    ended = d.exit()
     assert ended["exit_code"] == 0 and ended["timed_out_by_launcher"] is False
-    child_pid = int((base / "workspace" / "child.pid").read_text())
-    deadline = time.monotonic() + 3
-    while not gone(child_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gone(child_pid)
+    child_pid = int((d.base / "workspace" / "child.pid").read_text())
+    assert wait_gone([child_pid], 3) < 3
 
 
-def test_bad_usage(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(LAUNCHER), "fly", str(tmp_path)], capture_output=True, timeout=10)
+def test_kill_ends_the_tree_and_the_supervisor_records_the_exit(tmp_path: Path) -> None:
+    """What the worker does on a timeout or a revoke: even a child in a session of its own ends."""
+    d = delivery(tmp_path)
+    pids = tmp_path / "pids"
+    setsid = f"import os,time; os.setsid(); open({str(pids)!r},'a').write('%d\\n' % os.getpid()); time.sleep(999)"
+    script = f"{sys.executable} -c \"{setsid}\" & echo $$ >> {pids}; sleep 300"
+    started = d.started(d.run(["sh", "-c", script], deadline_s=300))
+    agent_pids = read_pids(pids, 2)
+    killed = d.call("kill", marker=d.marker,
+                    pids={"agent": started["pid"], "sid": started["sid"], "launcher": started["launcher_pid"]})
+    assert killed.returncode == 0, killed.stderr
+    ended_pids = set(json.loads(killed.stdout)["ended"])
+    assert set(agent_pids) | {started["pid"]} <= ended_pids and started["launcher_pid"] not in ended_pids
+    assert all(gone(p) for p in ended_pids)
+    ended = d.exit()
+    assert ended["ended_by"] == "exit" and stopped(ended)
+    assert wait_gone([started["launcher_pid"]], 5) < 5
+
+
+def test_no_heartbeat_ends_the_tree_within_the_bound(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    pids = tmp_path / "pids"
+    setsid = f"import os,time; os.setsid(); open({str(pids)!r},'a').write('%d\\n' % os.getpid()); time.sleep(999)"
+    t0 = time.monotonic()
+    d.run(["sh", "-c", f"{sys.executable} -c \"{setsid}\" & echo $$ >> {pids}; sleep 300"], heartbeat_s=1.5)
+    agent_pids = read_pids(pids, 2)
+    ended = d.exit()
+    assert ended["ended_by"] == "heartbeat" and stopped(ended)
+    assert wait_gone(agent_pids, 5) < 5
+    assert 1.5 <= time.monotonic() - t0 < 1.5 + 6
+
+
+def test_valid_heartbeats_keep_it_running_and_forged_ones_do_not(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    d.run(["sleep", "300"], heartbeat_s=1.5)
+    stop = threading.Event()
+
+    def beats() -> None:
+        seq = 0
+        while not stop.wait(0.3):
+            seq += 1
+            d.beat(seq)
+
+    beater = threading.Thread(target=beats)
+    beater.start()
+    try:
+        time.sleep(3.5)  # more than twice the bound: only the heartbeats keep it alive
+        assert not (d.folder / "exit.json").exists(), d.log()
+    finally:
+        stop.set()
+        beater.join()
+    # What an agent could write: the last line again (a replay), or a line with a made-up MAC.
+    last = (d.folder / "heartbeat").read_text()
+    t_forge = time.monotonic()
+    end = t_forge + 6
+    n = 10**6
+    while not (d.folder / "exit.json").exists() and time.monotonic() < end:
+        (d.folder / "heartbeat").write_text(last if n % 2 else f"{n} {'0' * 64}")
+        n += 1
+        time.sleep(0.2)
+    assert d.exit()["ended_by"] == "heartbeat"
+    assert time.monotonic() - t_forge < 1.5 + 2
+
+
+def test_reap_ends_an_earlier_delivery_of_the_same_attempt_and_leaves_other_live_ones(tmp_path: Path) -> None:
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    other = delivery(tmp_path, "a2", **{**ident, "cell": "c2"})  # another cell on a two-slot host: alive
+    s1 = first.started(first.run(["sleep", "300"], heartbeat_s=0))
+    s2 = other.started(other.run(["sleep", "300"], heartbeat_s=0))
+    again = Delivery(first.work, first.base, entry=ident)  # the same attempt delivered again
+    reaped = again.call("reap", entry=ident)
+    assert reaped.returncode == 0, reaped.stderr
+    (report,) = json.loads(reaped.stdout)["reaped"]
+    assert report["token"] == first.token and report["why"] == "the same attempt delivered again"
+    assert gone(s1["pid"]) and gone(s1["launcher_pid"]) or wait_gone([s1["pid"], s1["launcher_pid"]]) < 10
+    assert first.exit()["ended_by"] == "superseded"  # the old worker, were it alive, learns why
+    assert not gone(s2["pid"]), "reap ended another live delivery"
+    other.call("kill", marker=other.marker, pids={"agent": s2["pid"], "sid": s2["sid"], "launcher": s2["launcher_pid"]})
+
+
+def test_reap_ends_an_earlier_holder_of_the_same_slot(tmp_path: Path) -> None:
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": "redis:k#0"}
+    first = delivery(tmp_path, "a1", **ident)
+    s1 = first.started(first.run(["sleep", "300"]))
+    newer = delivery(tmp_path, "b1", **{**ident, "cell": "c2"})
+    (report,) = json.loads(newer.call("reap", entry=newer.entry).stdout)["reaped"]
+    assert report["why"] == "an earlier holder of slot redis:k#0 of h"
+    assert wait_gone([s1["pid"]]) < 10
+
+
+def test_reap_ends_the_tree_of_a_delivery_whose_launcher_is_gone(tmp_path: Path) -> None:
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    pids = tmp_path / "pids"
+    setsid = f"import os,time; os.setsid(); open({str(pids)!r},'a').write('%d\\n' % os.getpid()); time.sleep(999)"
+    s1 = first.started(first.run(["sh", "-c", f"{sys.executable} -c \"{setsid}\" & echo $$ >> {pids}; sleep 300"]))
+    agent_pids = read_pids(pids, 2)
+    os.kill(s1["launcher_pid"], signal.SIGKILL)  # the supervisor dies: its agent runs on, unsupervised
+    wait_gone([s1["launcher_pid"]])
+    assert not any(gone(p) for p in agent_pids)
+    newer = delivery(tmp_path, "b1", **{**ident, "cell": "c2"})
+    (report,) = json.loads(newer.call("reap", entry=newer.entry).stdout)["reaped"]
+    assert report["why"] == "its launcher is gone: nobody supervises it"
+    assert wait_gone(agent_pids, 10) < 10
+    assert not (first.fleet / "running" / f"{first.token}.json").exists()
+
+
+def test_unknown_verb_and_bad_usage(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    proc = d.call("fly")
+    assert proc.returncode == 2 and b"unknown verb" in proc.stderr
+    proc = subprocess.run([sys.executable, str(LAUNCHER), "x"], capture_output=True, timeout=10)
     assert proc.returncode == 2 and b"usage" in proc.stderr
 
 
-def test_pack_writes_tarball_and_manifest(tmp_path: Path) -> None:
-    base = attempt_dir(tmp_path, ["true"])
-    ws = base / "workspace"
+def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    d.folder.mkdir(parents=True)
+    ws = d.base / "workspace"
     files = {
         "main.py": b"print('hi')\n",
         "src/lib/util.py": b"X = 1\n",
@@ -152,9 +407,9 @@ def test_pack_writes_tarball_and_manifest(tmp_path: Path) -> None:
         f.truncate(8 * 1024 * 1024 + 1)  # one byte over the per-file cap (sparse: quick to make)
     os.symlink("/etc/hostname", ws / "link")
 
-    proc = launch("pack", base)
+    proc = d.call("pack", root=str(d.base))
     assert proc.returncode == 0, proc.stderr
-    manifest = read(base, "manifest.json")
+    manifest = json.loads((d.folder / "manifest.json").read_text())
     by_path = {e["path"]: e for e in manifest}
     for rel, data in files.items():
         e = by_path[rel]
@@ -168,13 +423,14 @@ def test_pack_writes_tarball_and_manifest(tmp_path: Path) -> None:
     assert e["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
     assert by_path["link"]["packed"] is False and by_path["link"]["why"] == "not a regular file"
 
-    with tarfile.open(base / ".fleet" / "workspace.tar.gz", "r:gz") as tar:
+    with tarfile.open(d.folder / "workspace.tar.gz", "r:gz") as tar:
         names = sorted(m.name for m in tar.getmembers())
         assert names == sorted(files)
         for rel, data in files.items():
             member = tar.extractfile(rel)
             assert member is not None and member.read() == data
-    assert not list((base / ".fleet").glob("*.tmp"))
+    assert not list(d.folder.glob("*.tmp"))
+    assert sorted(p.name for p in d.base.iterdir()) == ["workspace"]
 
 
 def test_launcher_needs_only_the_standard_library() -> None:

@@ -80,17 +80,22 @@ def test_the_task_runs_with_the_configured_start_timeout_whatever_the_environmen
 ) -> None:
     seen = {}
 
-    def fake_run(transport, req, adapter, *, timing, worker):  # type: ignore[no-untyped-def]
+    def fake_run(transport, req, adapter, *, timing, worker, slot):  # type: ignore[no-untyped-def]
         seen["timing"] = timing
+        seen["slot"] = slot
         now = utc_now()
         return AttemptResult(sweep_id=req.sweep_id, cell_id=req.cell.id, attempt=1, status="finished", host="one",
                              agent="echo", item="01-a", started_at=now, ended_at=now)
 
     monkeypatch.setattr(workers.tasks, "run_attempt", fake_run)
     monkeypatch.setenv("FLEET_START_TIMEOUT", "99")
-    workers.app.configure(Settings.resolve({"runs": tmp_path / "runs"}, {"FLEET_START_TIMEOUT": "7"}))
+    workers.app.configure(Settings.resolve({"runs": tmp_path / "runs"}, {"FLEET_START_TIMEOUT": "7",
+                                                                         "FLEET_HEARTBEAT_TIMEOUT": "9"}))
     out = workers.tasks.run_attempt_task(_request(tmp_path))
     assert out["status"] == "finished" and seen["timing"].start_timeout_s == 7.0
+    assert seen["timing"].heartbeat_s == 9.0
+    # The slot the task holds is named to the lifecycle (file locks here: no Redis), so it can end its leftovers.
+    assert str(seen["slot"]).startswith("file:") and str(seen["slot"]).endswith(".0.lock")
 
 
 def test_a_request_naming_an_unknown_agent_kind_is_refused_before_any_adapter_is_looked_up(

@@ -18,8 +18,9 @@ class AttemptPaths:
     """Absolute paths of one attempt on the host.
 
     ``root/prompt.md`` is the prompt file, ``root/workspace/`` the agent's working folder (the only place
-    the product goes), ``root/.fleet/`` the harness's own files (launcher, stdout, stderr, exit status),
-    ``root/answer.txt`` the answer an agent may write for the owner.
+    the product goes), ``root/.fleet/`` scratch of the acceptance checks, ``root/answer.txt`` the answer an
+    agent may write for the owner. The launcher and its records (stdout, stderr, exit status) are not here,
+    where the agent can write, but in a per-delivery folder it is not told of (docs/launcher.md).
     """
 
     root: str
@@ -90,6 +91,13 @@ class AgentAdapter(ABC):
     def env(self, host: Host, paths: AttemptPaths) -> dict[str, str]:
         """Environment for the agent: the host's, then the agent's own."""
         return {**host.env, **self.config.env}
+
+    def pass_env(self, host: Host) -> list[str]:
+        """Names of the host's own variables the agent also gets, copied by the launcher on the host: the model's
+        API key (``model.api_key_env``) and the agent's ``pass_env``. Only the names travel and are stored; the
+        values never leave the host (docs/environment.md)."""
+        names = [host.model.api_key_env] if host.model.api_key_env else []
+        return names + [n for n in self.config.pass_env if n not in names]
 
     def files(self, host: Host, item: Item, paths: AttemptPaths) -> dict[str, bytes]:
         """Extra files to upload before the start (config files), by path relative to the attempt root."""

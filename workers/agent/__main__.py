@@ -63,7 +63,8 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None, Worksp
     if args.retries < 0 or args.retry_backoff_s < 0:
         raise _UsageError("--retries and --retry-backoff-s must not be negative")
     try:
-        prompt = Path(args.prompt_file).read_text(encoding="utf-8")
+        # Bytes decoded, not read_text: universal newlines would turn the prompt's CR and CRLF into LF.
+        prompt = Path(args.prompt_file).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise _UsageError(f"--prompt-file {args.prompt_file}: cannot read: {exc}") from None
     try:

@@ -55,8 +55,10 @@ class Transport(ABC):
         """Drop the connection; idempotent."""
 
     @abstractmethod
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
-        """Run a short POSIX ``sh`` script on the host and wait for it."""
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
+        """Run a short POSIX ``sh`` script on the host and wait for it. ``stdin``, when given, is the script's
+        standard input, then end of file: how the launcher's source and its per-delivery key reach the host
+        without a file, an argv or an environment variable (workers/launcher.py)."""
 
     @abstractmethod
     def put(self, path: str, data: bytes) -> None:

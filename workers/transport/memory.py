@@ -6,7 +6,7 @@ script that succeeded), a :class:`ShellResult`, an exception (raised, as a real 
 ``HostUnreachable`` or ``HostLost``), or a handler ``(script, transport) -> ShellResult | str`` that may
 read and write :attr:`files` or raise. :meth:`on` puts a reply in front of the others, so a test overrides
 one step of an otherwise healthy host. A script nothing answers gets exit 127, as a missing command would.
-Every script is kept in :attr:`scripts`, answered or not, so a test can see what the lifecycle tried
+Every script is kept in :attr:`scripts` (its stdin in :attr:`stdins`), answered or not, so a test can see what the lifecycle tried
 (a kill, for one).
 
 No inventory names it (it registers no ``transport``): tests construct it directly.
@@ -34,6 +34,8 @@ class MemoryTransport(Transport):
         self.replies: list[tuple[re.Pattern[str], Reply]] = [(re.compile(p), r) for p, r in replies or []]
         self.files: dict[str, bytes] = dict(files or {})
         self.scripts: list[str] = []
+        self.stdins: list[bytes | None] = []
+        """The standard input of each script in :attr:`scripts` (None: none was given)."""
         self.opened = 0
 
     def on(self, pattern: str, reply: Reply) -> MemoryTransport:
@@ -51,8 +53,9 @@ class MemoryTransport(Transport):
     def close(self) -> None:
         pass
 
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         self.scripts.append(script)
+        self.stdins.append(stdin)
         reply = next((r for p, r in self.replies if p.search(script)), None)
         if reply is None:
             return ShellResult(127, "", f"memory transport: no reply scripted for: {script[:200]}")

@@ -286,21 +286,23 @@ class SSHTransport(Transport):
         return HostLost(f"connection lost during {what}: {why}", host=self.host.name)
 
     # -- hooks -----------------------------------------------------------------------------------
-    def shell(self, script: str, timeout: float = 60.0) -> ShellResult:
+    def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         """Run ``script`` with ``timeout`` as the deadline of everything after the connection: opening the
-        channel, the command and reading all of its output. Past it the host is lost (the connection is
-        closed; the launcher's own deadline ends an agent nobody can reach)."""
+        channel, sending ``stdin`` (whole, then end of file), the command and reading all of its output. Past
+        it the host is lost (the connection is closed; the launcher's own deadline ends an agent nobody can
+        reach). Not Fabric's ``run``: it cannot be given a deadline for the channel's opening nor be cut
+        short, and its ``in_stream`` copies a byte per 10 ms, which is minutes for the launcher's source."""
         t = self._transport()
         deadline = _Deadline(timeout, lambda: self._abort(f"a command did not finish within {timeout:g} s", t))
         out, err = bytearray(), bytearray()
         try:
             with deadline:
-                # Fabric's run() cannot be given a deadline for the channel's opening nor be cut short, so the
-                # command goes on a paramiko channel of Fabric's connection.
                 chan = t.open_session(timeout=timeout)
                 try:
                     chan.exec_command("sh -c " + shlex.quote(script))
-                    chan.shutdown_write()  # no input: a command that reads stdin sees its end
+                    if stdin is not None:
+                        chan.sendall(stdin)
+                    chan.shutdown_write()  # a command that reads stdin sees its end
                     while True:
                         while chan.recv_ready():
                             out += chan.recv(65536)

@@ -82,3 +82,22 @@ def _passed(check: CheckSpec):  # type: ignore[no-untyped-def]
     from harness.checks.result import CheckResult
 
     return CheckResult(name=check.name, kind=check.kind, status="passed")
+
+
+def test_a_check_never_sees_the_hidden_host_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The model's key is in the host's environment (the launcher hands it to the agent); the agent's own test,
+    # run by the check, prints the environment into its failure, which checks.json keeps.
+    monkeypatch.setenv("QUAL_MODEL_KEY", "sk-check-9d1e")
+    monkeypatch.setenv("QUAL_VISIBLE", "visible-77c2")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    src = tmp_path / "test_env.py"
+    src.write_text("import os\n\ndef test_env():\n"
+                   "    assert False, [os.environ.get(n, 'unset') for n in ('QUAL_VISIBLE', 'QUAL_MODEL_KEY')]\n")
+    folder = tmp_path / ".checks"
+    place = CheckPlace(folder=str(folder), workspace=str(workspace), python=sys.executable, timeout_s=60,
+                       hidden_env=("QUAL_MODEL_KEY",))
+    res = run_check(LocalTransport(HERE), pytest_check(src), place)
+    shown = res.model_dump_json()
+    assert res.status == "failed" and "visible-77c2" in shown, shown[:2000]
+    assert "sk-check-9d1e" not in shown and "'visible-77c2', 'unset'" in shown

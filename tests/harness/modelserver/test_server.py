@@ -89,6 +89,19 @@ def test_models_and_health(http: httpx.Client, start: Start) -> None:
     assert http.get(f"{server.url.removesuffix('/v1')}/health").json() == {"status": "ok"}
 
 
+def test_an_endpoint_behind_a_key_answers_only_requests_that_carry_it(http: httpx.Client, start: Start) -> None:
+    server = start({"turns": [{"text": "Hello there, agent."}]}, api_key="sk-test+key/=")
+    assert chat(http, server).status_code == 401
+    wrong = http.post(f"{server.url}/chat/completions", headers={"Authorization": "Bearer sk-other"},
+                      json={"messages": [{"role": "user", "content": "go"}]})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+    right = http.post(f"{server.url}/chat/completions", headers={"Authorization": "Bearer sk-test+key/="},
+                      json={"messages": [{"role": "user", "content": "go"}]})
+    assert right.status_code == 200 and right.json()["choices"][0]["message"]["content"] == "Hello there, agent."
+    assert [r.status for r in server.requests] == [401, 401, 200]
+    assert "sk-test" not in json.dumps([r.model_dump(mode="json") for r in server.requests])  # headers are not kept
+
+
 def test_text_reply_not_streamed(http: httpx.Client, start: Start) -> None:
     server = start({"model_id": "from-script", "turns": [{"text": "Hello there, agent."}]})
     response = chat(http, server)
