@@ -163,7 +163,18 @@ class Host(_Strict):
     env: dict[str, str] = Field(default_factory=dict, description="Environment for every run on this host.")
     model: ModelEndpoint
     agents: dict[Annotated[str, Field(pattern=_NAME)], AgentConfig] = Field(min_length=1)
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(
+        default=10.0, gt=0,
+        description="Seconds for the whole SSH handshake: TCP connect, banner, key exchange and authentication.")
+    keepalive_interval: float = Field(
+        default=5.0, gt=0,
+        description="Seconds between SSH keepalives on an open connection (each asks the host for a reply).")
+    keepalive_count: int = Field(
+        default=3, ge=1, le=100,
+        description="Keepalive intervals without a reply after which the connection is lost (host_lost).")
+    stall_timeout: float = Field(
+        default=60.0, gt=0,
+        description="Seconds an SFTP upload or download may move no data before the host counts as lost.")
 
     @field_validator("name")
     @classmethod

@@ -53,8 +53,10 @@ def timing_for(settings: Settings) -> Timing:
 
 
 def _transport(host: Host) -> Transport:
-    """Connections are reused per worker process, keyed by everything that identifies the host."""
-    key = (host.name, host.transport, host.address, host.port, host.user, host.host_key, host.identity_file)
+    """Connections are reused per worker process, keyed by everything that identifies the host and the limits the
+    connection was made with (an inventory that changes them gets a connection that keeps the new ones)."""
+    key = (host.name, host.transport, host.address, host.port, host.user, host.host_key, host.identity_file,
+           host.connect_timeout, host.keepalive_interval, host.keepalive_count, host.stall_timeout)
     with _transports_lock:
         t = _transports.get(key)
         if t is None or not t.alive:

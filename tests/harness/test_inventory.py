@@ -186,6 +186,16 @@ BAD = {
         edit("http://127.0.0.1:8080/v1", "127.0.0.1:8080/v1"), "hosts.box.model.base_url", "http:// or https://"
     ),
     "context 0": (edit("context = 4096", "context = 0"), "hosts.box.model.context", "greater than 0"),
+    "keepalive_count 0": (
+        edit('user = "qual"', 'user = "qual"\nkeepalive_count = 0'), "hosts.box.keepalive_count",
+        "greater than or equal to 1",
+    ),
+    "keepalive_interval 0": (
+        edit('user = "qual"', 'user = "qual"\nkeepalive_interval = 0'), "hosts.box.keepalive_interval", "greater than 0"
+    ),
+    "stall_timeout text": (
+        edit('user = "qual"', 'user = "qual"\nstall_timeout = "soon"'), "hosts.box.stall_timeout", "number"
+    ),
     "ssh host without host_key": (
         edit("host_key =", "# host_key ="), "hosts.box.host_key", "required for a host with transport 'ssh'"
     ),

@@ -3,6 +3,14 @@
 Fabric's default is to trust a new host key (``AutoAddPolicy``). Here no key is ever added: the
 connection knows only the pinned key, and any other key ends the handshake before authentication,
 so not one command runs on a host that is not the one the inventory names.
+
+A host that stops answering (a cut link drops packets and sends no reset) must never hold a worker: TCP
+alone would retransmit for a quarter of an hour, and paramiko waits without limit for a channel to open,
+an SFTP reply or a command's output. So every operation runs against a deadline that starts before its
+channel opens, watched by a thread that closes the whole connection when it passes (every call blocked on
+the connection then returns at once), and a keepalive asks the host for a reply every
+``keepalive_interval`` seconds: ``keepalive_count`` intervals without one and the connection is closed the
+same way. Either ends as ``HostLost``. The bounds are documented in docs/transport.md.
 """
 
 from __future__ import annotations
@@ -10,14 +18,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import select
 import shlex
 import socket
 import threading
 import time
+from pathlib import Path
+from types import TracebackType
+from typing import Callable
 
 import paramiko
 from fabric import Config, Connection
-from invoke.exceptions import CommandTimedOut
 
 from harness.errors import HostKeyMismatch, HostLost, HostUnreachable
 from harness.inventory import Host
@@ -60,32 +71,116 @@ def _known_name(host: Host) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
+class _Deadline:
+    """A watchdog for one operation: once ``seconds`` pass it calls ``expire`` (which closes the connection, so
+    whatever is blocked on it returns). ``progress()`` starts the time again: a no-progress limit for transfers,
+    whose total time depends on their size and the link."""
+
+    def __init__(self, seconds: float, expire: Callable[[], None]) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._expire = expire
+        self._until = time.monotonic() + seconds
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ssh-deadline", daemon=True)
+
+    def progress(self) -> None:
+        self._until = time.monotonic() + self.seconds
+
+    def _watch(self) -> None:
+        while not self._done.wait(max(0.0, self._until - time.monotonic())):
+            if time.monotonic() >= self._until:
+                self.expired = True
+                try:
+                    self._expire()
+                except Exception:  # noqa: BLE001 - closing a dead connection may fail; it is closed either way
+                    pass
+                return
+
+    def __enter__(self) -> "_Deadline":
+        self._until = time.monotonic() + self.seconds
+        self._thread.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._done.set()
+
+
+class _KeepAlive(threading.Thread):
+    """Asks the host for a reply every ``interval`` seconds; when one has not come within ``interval * count``
+    seconds, calls ``dead`` (which closes the connection). paramiko's own ``set_keepalive`` sends requests that
+    want no reply, so it keeps NAT tables warm but can never notice a host that stopped answering."""
+
+    def __init__(self, transport: paramiko.Transport, interval: float, count: int, dead: Callable[[str], None]) -> None:
+        super().__init__(name="ssh-keepalive", daemon=True)
+        self.transport = transport
+        self.interval = interval
+        self.count = count
+        self._dead = dead
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        t = self.transport
+        while not self._stop.wait(self.interval):
+            if not t.is_active():
+                return
+            answered = threading.Event()
+
+            def ping() -> None:
+                try:
+                    # OpenSSH answers an unknown global request with a failure: any answer proves the host alive.
+                    t.global_request("keepalive@openssh.com", wait=True)
+                except Exception:  # noqa: BLE001 - a closed connection: the next round sees it inactive
+                    pass
+                finally:
+                    answered.set()
+
+            threading.Thread(target=ping, name="ssh-keepalive-ping", daemon=True).start()
+            if not answered.wait(self.interval * self.count) and not self._stop.is_set():
+                self._dead(f"the host answered no keepalive for {self.interval * self.count:g} s")
+                return
+
+
 @registered("ssh")
 class SSHTransport(Transport):
-    """One reusable SSH connection to one host."""
+    """One reusable SSH connection to one host, every operation under a deadline (see the module's docstring)."""
 
     def __init__(self, host: Host) -> None:
         super().__init__(host)
         self._conn: Connection | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        self._keepalive: _KeepAlive | None = None
         self._lock = threading.Lock()
+        self._why_closed = ""
+        """Why this side closed the connection (a deadline passed, keepalives went unanswered): the HostLost text."""
 
     # -- connection ----------------------------------------------------------------------------
     def open(self) -> None:
         if self._conn is not None and self.alive:
             return
         self.close()
+        self._why_closed = ""
         h = self.host
-        connect_kwargs: dict = {"look_for_keys": False, "allow_agent": False}
+        limit = h.connect_timeout
+        connect_kwargs: dict = {
+            "look_for_keys": False,
+            "allow_agent": False,
+            # Each phase is also bounded by paramiko itself; the deadline below bounds them together.
+            "banner_timeout": limit,
+            "auth_timeout": limit,
+            # How long a channel (a command's, SFTP's) may take to be confirmed once connected.
+            "channel_timeout": limit,
+        }
         if h.identity_file:
-            from pathlib import Path
-
             connect_kwargs["key_filename"] = str(Path(h.identity_file).expanduser())
         conn = Connection(
             host=h.address,
             user=h.user,
             port=h.port,
-            connect_timeout=int(h.connect_timeout),
+            connect_timeout=limit,
             connect_kwargs=connect_kwargs,
             config=Config(overrides={"load_ssh_configs": False}),
         )
@@ -96,14 +191,28 @@ class SSHTransport(Transport):
             client.get_host_keys().add(_known_name(h), kind, paramiko.PKey.from_type_string(kind, base64.b64decode(b64)))
         client.set_missing_host_key_policy(_PinnedKeyPolicy(h))
         conn.client = client
+        deadline = _Deadline(limit, client.close)
         try:
-            self._handshake(conn)
+            with deadline:
+                self._handshake(conn, deadline)
         except BaseException:
             client.close()
             raise
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():  # closed by the deadline just as the handshake ended
+            client.close()
+            raise HostUnreachable(self._connect_timed_out(), host=h.name)
         self._conn = conn
+        self._keepalive = _KeepAlive(transport, h.keepalive_interval, h.keepalive_count,
+                                     lambda why: self._abort(why, transport))
+        self._keepalive.start()
 
-    def _handshake(self, conn: Connection) -> None:
+    def _connect_timed_out(self) -> str:
+        h = self.host
+        return (f"SSH connect to {h.address}:{h.port} did not finish within {h.connect_timeout:g} s "
+                "(TCP connect, banner, key exchange and authentication)")
+
+    def _handshake(self, conn: Connection, deadline: _Deadline) -> None:
         h = self.host
         try:
             # The pin policy's HostKeyMismatch is none of the classes below: it passes through as it is.
@@ -115,119 +224,167 @@ class SSHTransport(Transport):
                 host=h.name,
             ) from exc
         except paramiko.AuthenticationException as exc:
+            if deadline.expired:
+                raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
             raise HostUnreachable(f"SSH authentication failed for {h.user}@{h.address}:{h.port}: {exc}", host=h.name) from exc
         except (socket.timeout, TimeoutError) as exc:
-            raise HostUnreachable(f"SSH connect to {h.address}:{h.port} timed out", host=h.name) from exc
+            raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
+            if deadline.expired:
+                raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
             raise HostUnreachable(f"SSH connect to {h.address}:{h.port} failed: {exc}", host=h.name) from exc
 
+    def _abort(self, why: str, t: paramiko.Transport | None = None) -> None:
+        """Close the connection ``t`` (by default the current one) under whatever is using it, from a watchdog
+        thread: each blocked call returns, and the operation reports ``why``. Closing a paramiko Transport never
+        waits on the network."""
+        conn = self._conn
+        current = conn.client.get_transport() if conn is not None else None
+        if t is None or t is current:
+            if not self._why_closed:
+                self._why_closed = why
+            t = current
+        if t is not None:
+            t.close()
+
     def close(self) -> None:
-        if self._sftp is not None:
-            try:
-                self._sftp.close()
-            except Exception:  # noqa: BLE001 - closing a dead channel may fail; nothing to keep
-                pass
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001
-                pass
+        keepalive, self._keepalive = self._keepalive, None
+        if keepalive is not None:
+            keepalive.stop()
+        conn, sftp = self._conn, self._sftp
         self._conn = None
         self._sftp = None
+        # The connection first: closing the SFTP channel of a live connection sends a message, which on a dead
+        # link could wait for buffer space forever; on a closed connection it returns at once.
+        if conn is not None:
+            try:
+                conn.client.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection may fail; nothing to keep
+                pass
+        if sftp is not None:
+            try:
+                sftp.close()
+            except Exception:  # noqa: BLE001
+                pass
 
     @property
     def alive(self) -> bool:
         t = self._conn.client.get_transport() if self._conn is not None else None
-        return bool(t and t.is_active())
+        return bool(t and t.is_active()) and not self._why_closed
 
-    def _lost(self, what: str, exc: BaseException) -> HostLost:
+    def _transport(self) -> paramiko.Transport:
+        self.open()
+        assert self._conn is not None
+        t = self._conn.client.get_transport()
+        if t is None:  # closed between open() and here (a keepalive gave up): the host is gone
+            raise HostLost(f"connection lost: {self._why_closed or 'closed'}", host=self.host.name)
+        return t
+
+    def _lost(self, what: str, exc: BaseException | None = None) -> HostLost:
+        why = self._why_closed or (f"{type(exc).__name__}: {exc}" if exc is not None else "the connection closed")
         self.close()
-        return HostLost(f"connection lost during {what}: {type(exc).__name__}: {exc}", host=self.host.name)
+        return HostLost(f"connection lost during {what}: {why}", host=self.host.name)
 
     # -- hooks -----------------------------------------------------------------------------------
     def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
-        self.open()
-        assert self._conn is not None
-        if stdin is not None:
-            return self._shell_with_stdin(script, timeout, stdin)
+        """Run ``script`` with ``timeout`` as the deadline of everything after the connection: opening the
+        channel, sending ``stdin`` (whole, then end of file), the command and reading all of its output. Past
+        it the host is lost (the connection is closed; the launcher's own deadline ends an agent nobody can
+        reach). Not Fabric's ``run``: it cannot be given a deadline for the channel's opening nor be cut
+        short, and its ``in_stream`` copies a byte per 10 ms, which is minutes for the launcher's source."""
+        t = self._transport()
+        deadline = _Deadline(timeout, lambda: self._abort(f"a command did not finish within {timeout:g} s", t))
+        out, err = bytearray(), bytearray()
         try:
-            r = self._conn.run(
-                "sh -c " + shlex.quote(script), hide=True, warn=True, timeout=timeout, in_stream=False
-            )
-        except CommandTimedOut as exc:
-            raise self._lost(f"a command that did not answer within {timeout:.0f} s", exc) from exc
+            with deadline:
+                chan = t.open_session(timeout=timeout)
+                try:
+                    chan.exec_command("sh -c " + shlex.quote(script))
+                    if stdin is not None:
+                        chan.sendall(stdin)
+                    chan.shutdown_write()  # a command that reads stdin sees its end
+                    while True:
+                        while chan.recv_ready():
+                            out += chan.recv(65536)
+                        while chan.recv_stderr_ready():
+                            err += chan.recv_stderr(65536)
+                        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                            break
+                        if chan.eof_received:
+                            # All output is in; the exit status follows (the channel stays readable after EOF,
+                            # so waiting on it would spin).
+                            chan.status_event.wait(0.2)
+                        else:
+                            # Readable when output arrives or the channel closes; the exit status wakes no one.
+                            select.select([chan], [], [], 0.2)
+                    code = chan.recv_exit_status()
+                finally:
+                    chan.close()
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            # A reconnect's HostKeyMismatch (Fabric reopens a dropped connection) is not caught here: a host
-            # that changed its key is not a lost host.
+            # A reconnect's HostKeyMismatch (open() above) is not caught here: a host that changed its key is
+            # not a lost host.
             raise self._lost("a command", exc) from exc
-        return ShellResult(r.exited if r.exited is not None else -1, r.stdout, r.stderr)
-
-    def _shell_with_stdin(self, script: str, timeout: float, stdin: bytes) -> ShellResult:
-        """One command on a channel of its own, ``stdin`` sent whole and then closed. Not Fabric's ``in_stream``:
-        it copies a byte per 10 ms, which is minutes for the launcher's source."""
-        assert self._conn is not None
-        end = time.monotonic() + timeout
-        out: list[bytes] = []
-        err: list[bytes] = []
-        try:
-            transport = self._conn.client.get_transport()
-            if transport is None:
-                raise EOFError("no SSH transport")
-            chan = transport.open_session(timeout=timeout)
-            try:
-                chan.settimeout(max(1.0, timeout))
-                chan.exec_command("sh -c " + shlex.quote(script))
-                chan.sendall(stdin)
-                chan.shutdown_write()
-                chan.settimeout(0.0)
-                while True:
-                    busy = False
-                    while chan.recv_ready():
-                        out.append(chan.recv(65536))
-                        busy = True
-                    while chan.recv_stderr_ready():
-                        err.append(chan.recv_stderr(65536))
-                        busy = True
-                    if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                        break
-                    if time.monotonic() > end:
-                        raise socket.timeout(f"no answer within {timeout:.0f} s")
-                    if not busy:
-                        time.sleep(0.005)
-                code = chan.recv_exit_status()
-            finally:
-                chan.close()
-        except (socket.timeout, TimeoutError) as exc:
-            raise self._lost(f"a command that did not answer within {timeout:.0f} s", exc) from exc
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise self._lost("a command", exc) from exc
-        return ShellResult(code, b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"))
+        if code < 0 and (deadline.expired or self._why_closed or not t.is_active()):
+            # The channel ended because the connection did, not with the command's exit status.
+            raise self._lost("a command")
+        return ShellResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
     def _sftp_client(self) -> paramiko.SFTPClient:
-        self.open()
-        assert self._conn is not None
+        t = self._transport()
         with self._lock:
             if self._sftp is None:
-                self._sftp = self._conn.client.open_sftp()
+                self._sftp = paramiko.SFTPClient.from_transport(t)
+                if self._sftp is None:
+                    raise paramiko.SSHException("the host refused the SFTP subsystem")
+                # A reply that does not come within the no-progress limit ends the transfer.
+                self._sftp.get_channel().settimeout(self.host.stall_timeout)
             return self._sftp
 
+    def _transfer(self, what: str) -> _Deadline:
+        """A transfer's deadline: no data moved for ``stall_timeout`` seconds. Its whole time depends on the
+        file's size and the link, so there is no total limit; a dead link is caught by the keepalive too."""
+        return _Deadline(self.host.stall_timeout, lambda: self._stalled(what))
+
+    def _stalled(self, what: str) -> None:
+        self._abort(f"{what} moved no data for {self.host.stall_timeout:g} s")
+
     def put(self, path: str, data: bytes) -> None:
+        self.open()
+        what = f"upload of {path}"
+        deadline = self._transfer(what)
         try:
-            self._sftp_client().putfo(io.BytesIO(data), path)
+            with deadline:
+                self._sftp_client().putfo(io.BytesIO(data), path, callback=lambda done, total: deadline.progress())
+        except TimeoutError as exc:
+            # The SFTP channel's own timeout (stall_timeout) came before the watchdog: the same stall.
+            self._stalled(what)
+            raise self._lost(what, exc) from exc
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            if isinstance(exc, IOError) and self.alive:
+            if isinstance(exc, IOError) and self.alive and not deadline.expired:
                 raise HostLost(f"cannot write {path}: {exc}", host=self.host.name) from exc
-            raise self._lost(f"upload of {path}", exc) from exc
+            raise self._lost(what, exc) from exc
+        if deadline.expired:
+            raise self._lost(what)
 
     def get(self, path: str) -> bytes:
+        self.open()
+        what = f"download of {path}"
+        deadline = self._transfer(what)
         buf = io.BytesIO()
         try:
-            self._sftp_client().getfo(path, buf)
+            with deadline:
+                self._sftp_client().getfo(path, buf, callback=lambda done, total: deadline.progress())
+        except TimeoutError as exc:
+            self._stalled(what)
+            raise self._lost(what, exc) from exc
         except FileNotFoundError:
+            if deadline.expired or not self.alive:
+                raise self._lost(what) from None
             raise
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            if isinstance(exc, IOError) and self.alive:
+            if isinstance(exc, IOError) and self.alive and not deadline.expired:
                 raise HostLost(f"cannot read {path}: {exc}", host=self.host.name) from exc
-            raise self._lost(f"download of {path}", exc) from exc
+            raise self._lost(what, exc) from exc
+        if deadline.expired:
+            raise self._lost(what)
         return buf.getvalue()
-
