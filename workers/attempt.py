@@ -473,14 +473,20 @@ class _Attempt:
             ended_by = (exit_info or {}).get("ended_by", "exit")
             if ended_by in ("heartbeat", "superseded", "terminated"):
                 raise SupervisionLost(_ENDED_BY[ended_by], host=self.req.host.name)
-            if exit_info is None or ended_by == "deadline":
+            # An exit record read late (the host did not answer for a while) may tell of an agent that ran past its
+            # timeout: the launcher measured how long it ran, and that decides, not when the worker saw the record.
+            ran = (exit_info or {}).get("ran_s")
+            late = ended_by == "exit" and isinstance(ran, (int, float)) and ran > self.req.item.timeout_s
+            if exit_info is None or ended_by == "deadline" or late:
                 if exit_info is None:
                     self.kill()
                     self.exit_record = self._exit_after_kill()
                 else:
                     self.exit_record = exit_info
                 res.status = "timeout"
-                res.error = f"the agent ran past the item's timeout of {self.req.item.timeout_s} s and was stopped"
+                res.error = (f"the agent ran {ran:.1f} s, past the item's timeout of {self.req.item.timeout_s} s (its end "
+                             "was seen late: the host did not answer in time)" if late else
+                             f"the agent ran past the item's timeout of {self.req.item.timeout_s} s and was stopped")
             else:
                 self.exit_record = exit_info
                 res.status = "finished"

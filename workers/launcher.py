@@ -367,6 +367,7 @@ def _supervise(req, here, report_fd):
         report({"start_error": "%s: %s" % (type(exc).__name__, exc)})
         return 127
     agent = proc.pid
+    born = time.monotonic()
     started = sign(key, {"token": token, "pid": agent, "pgid": agent, "sid": agent, "launcher_pid": os.getpid(),
                          "time": time.time()})
     _write_json(os.path.join(here, "started.json"), started)
@@ -382,6 +383,7 @@ def _supervise(req, here, report_fd):
     def note(done):
         if agent in done:
             status["raw"] = done[agent]
+            status["ran_s"] = time.monotonic() - born
 
     deadline = time.time() + float(req.get("deadline_s") or 86400)
     beat_s = float(req.get("heartbeat_s") or 0)
@@ -419,6 +421,7 @@ def _supervise(req, here, report_fd):
         try:
             pid, raw = os.waitpid(agent, 0)
             status["raw"] = raw
+            status["ran_s"] = time.monotonic() - born
         except ChildProcessError:
             status["raw"] = None
     raw = status["raw"]
@@ -437,6 +440,9 @@ def _supervise(req, here, report_fd):
         "signal": sig,
         "timed_out_by_launcher": ended_by == "deadline",
         "ended_by": ended_by,
+        # How long the agent itself ran, measured here: the worker may read this record late (a host that did
+        # not answer for a while), and must still tell an agent that ended in time from one that ran past it.
+        "ran_s": round(status.get("ran_s", time.monotonic() - born), 3),
         "time": time.time(),
     }
     for name in ("agent.stdout", "agent.stderr"):

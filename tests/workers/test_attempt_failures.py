@@ -381,3 +381,23 @@ def test_a_start_record_without_a_valid_signature_is_agent_not_started() -> None
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "agent_not_started")
     assert "no signed start record" in result.error
+
+
+@pytest.mark.parametrize("ran_s, status", [(9.5, "finished"), (10.5, "timeout")])
+def test_an_exit_record_read_late_is_judged_by_how_long_the_agent_ran(ran_s: float, status: str) -> None:
+    # The host did not answer for a while; when the worker reads the exit record, the launcher's own measure of the
+    # run decides: an agent that ran past the item's timeout is a timeout, however late its end was seen.
+    req = request()
+    req = req.model_copy(update={"item": req.item.model_copy(update={"timeout_s": 10})})
+    t = healthy_host(req, exit_code=None)
+
+    def poll(script: str, t: MemoryTransport) -> str:
+        r = launcher_request_of(t, "run")
+        return json.dumps(launcher.sign(r["key"], {"token": r["token"], "exit_code": 0, "signal": None,
+                                                   "ended_by": "exit", "ran_s": ran_s}))
+
+    t.on(POLL, poll)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert result.status == status, result.error
+    if status == "timeout":
+        assert "ran 10.5 s, past the item's timeout of 10 s" in result.error

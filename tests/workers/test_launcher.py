@@ -132,6 +132,7 @@ def test_exit_code_and_output_are_recorded_in_the_delivery_folder_and_signed(tmp
     ended = d.exit()
     assert ended["exit_code"] == 3 and ended["signal"] is None and ended["timed_out_by_launcher"] is False
     assert ended["ended_by"] == "exit"
+    assert 0 <= ended["ran_s"] < 5  # measured by the launcher: a late reader still knows whether it ran in time
     assert (d.folder / "agent.stdout").read_bytes() == b"out v1\n"
     assert (d.folder / "agent.stderr").read_bytes() == b"err\n"
     assert ended["agent.stdout"] == {"size": 7, "sha256": hashlib.sha256(b"out v1\n").hexdigest()}
