@@ -12,8 +12,11 @@ integer in [A, B], ``{choice:a|b|c}`` one of the options; anything else is liter
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal
 
@@ -146,17 +149,36 @@ def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], fil
             raise CatalogError(str(path), exc.key, exc.problem) from None
 
 
+MAX_PROMPT_BYTES = 4 * 1024 * 1024
+"""A prompt file's limit: far above any real prompt, far below what would hurt the coordinator's memory."""
+
+
 def read_prompt(path: Path) -> str:
     """A prompt file's text, byte for byte: decoded as UTF-8 without newline translation (``read_text`` would
     turn every CR and CRLF into LF, and the agent would get a different prompt from the one in the file). A NUL
     byte or bytes that are not UTF-8 are refused with the offset: a prompt is text, and no agent's command line
     or JSON request would carry it unchanged."""
     try:
-        data = path.read_bytes()
+        # Non-blocking, and only a regular file of a bounded size: a FIFO would hang the read, a link to /dev/zero
+        # would never end it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise CatalogError(str(path), "", "file not found") from None
     except OSError as exc:
-        raise CatalogError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+        why = "a symbolic link that loops" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+        raise CatalogError(str(path), "", why) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CatalogError(str(path), "", "not a regular file (a FIFO, a device or a socket)")
+        if st.st_size > MAX_PROMPT_BYTES:
+            raise CatalogError(str(path), "", f"{st.st_size} bytes: a prompt is at most {MAX_PROMPT_BYTES} bytes")
+        try:
+            data = f.read(MAX_PROMPT_BYTES + 1)
+        except OSError as exc:
+            raise CatalogError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+        if len(data) > MAX_PROMPT_BYTES:
+            raise CatalogError(str(path), "", f"over {MAX_PROMPT_BYTES} bytes: a prompt is at most that")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

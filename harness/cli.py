@@ -368,17 +368,21 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
     for key in ("status", "reason", "error", "exit_code", "agent", "agent_kind", "agent_version", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
         value = getattr(meta, key)
         if value not in (None, "", []):
-            console.print(f"  {key}: {value}", markup=False)
+            console.print(f"  {key}: {one_line(str(value))}", markup=False)
     if meta.values:
         console.print(f"  values: {meta.values} (seed {meta.seed})", markup=False)
     console.print("artifacts:")
     for art in meta.artifacts:
-        console.print(f"  {art.sha256[:12]}  {art.size:>9}  {art.name}", markup=False)
+        # Names come from the agent's workspace: a newline or an escape sequence in one must not fake a row or
+        # drive the terminal.
+        console.print(f"  {art.sha256[:12]}  {art.size:>9}  {one_line(art.name)}", markup=False, soft_wrap=True)
     answer = folder / "answer.txt"
     if answer.is_file():
         text = answer.read_text(errors="replace")
         console.print("answer.txt:")
-        console.print(text[:4000] + ("\n[... cut, see the file]" if len(text) > 4000 else ""), markup=False)
+        # The agent's text, its lines and tabs kept, any other control character (an ANSI escape) shown escaped.
+        shown = "\n".join("\t".join(one_line(seg) for seg in line.split("\t")) for line in text[:4000].split("\n"))
+        console.print(shown + ("\n[... cut, see the file]" if len(text) > 4000 else ""), markup=False)
 
 
 @cli.command()

@@ -347,7 +347,7 @@ def read_meta(path: Path) -> AttemptMeta | ImportedMeta:
 class AttemptSummary(_Record):
     """One attempt of a cell as sweep.json lists it."""
 
-    attempt: int
+    attempt: int = Field(ge=1, description="The attempt's number in its cell, from 1.")
     task_id: str
     status: AttemptStatus
     reason: str = ""

@@ -26,6 +26,7 @@ number of cells (so the cost stays flat, amortized), when the writer closes, and
 from __future__ import annotations
 
 import base64
+from collections import Counter
 import fcntl
 import hashlib
 import json
@@ -669,10 +670,10 @@ class SweepWriter:
             for a, name in zip(result.artifacts, stored)]})
         files = []
         rels = [_safe_relpath(art.name) for art in result.artifacts]
-        names = set(rels)
+        counts = Counter(rels)  # a count per name, not rels.count() per artifact: a workspace may hold 100,000 files
         for art, rel in zip(result.artifacts, rels):
             # Two artifacts of one name, or one whose name is another's folder, cannot both be kept as files.
-            if rels.count(rel) > 1 or any(parent in names for parent in rel.parents):
+            if counts[rel] > 1 or any(parent in counts for parent in rel.parents):
                 raise ArtifactRefused(f"artifact name {art.name!r} is given twice, or under another artifact's name",
                                       host=result.host)
             path = folder / rel

@@ -172,6 +172,9 @@ class _Attempt:
         self.forged: list[str] = []
         """Records in the delivery folder whose signature or token was wrong (ignored, kept as evidence)."""
         self.exit_record: dict = {}
+        self.streams: dict | None = None
+        """streams.json as the launcher's pack wrote it: each output stream's size, sha256 and kept bytes."""
+        self.capped: dict[str, dict] = {}
         """The launcher's signed exit record (verified), once the agent ended."""
         self.refused: list[str] = []
         """Tar member names refused because they point outside the folder they were read into."""
@@ -317,9 +320,15 @@ class _Attempt:
             out = self.t.shell(
                 f"cd {d} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
                 f"mv -f heartbeat.tmp heartbeat; cat exit.json 2>/dev/null || "
-                f"{{ kill -0 {launcher_pid} 2>/dev/null || cat exit.json 2>/dev/null || echo GONE; }}",
+                f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
+                f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
+                f"else cat exit.json 2>/dev/null || echo GONE; fi; }}",
                 timeout=30,
             ).stdout.strip()
+            if out == "STOPPED":
+                # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
+                raise SupervisionLost("the launcher on the host was stopped (SIGSTOP) while the agent ran: the run was "
+                                      "not observed to its end and its agent was stopped", host=self.req.host.name)
             if out == "GONE":
                 # run() kills the tree on the way out (the marker still finds it).
                 raise SupervisionLost("the launcher on the host ended before the agent did (killed or crashed): the "
@@ -387,12 +396,12 @@ class _Attempt:
         if not r.ok:
             raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
         arts: list[Artifact] = []
-        stdout = self._get(f"{d}/agent.stdout") or b""
-        stderr = self._get(f"{d}/agent.stderr") or b""
-        self._check_output("agent.stdout", stdout)
-        self._check_output("agent.stderr", stderr)
+        stdout, stderr = self._stream("agent.stdout"), self._stream("agent.stderr")
         arts.append(Artifact.of("agent.stdout", stdout))
         arts.append(Artifact.of("agent.stderr", stderr))
+        if self.capped:
+            # What was cut: the whole stream's size and sha256 (as the launcher measured it) and the bytes kept.
+            arts.append(Artifact.of("harness/capped.json", json.dumps(self.capped, indent=2).encode()))
         arts.append(Artifact.of("harness/launch.json", json.dumps(self.launch_record, indent=2).encode()))
         if self.exit_record:
             arts.append(Artifact.of("harness/exit.json", json.dumps(self.exit_record).encode()))
@@ -439,6 +448,30 @@ class _Attempt:
             self.result.status = "harness_failure"
             self.result.reason = "model_endpoint"
             self.result.error = why
+
+    def _stream(self, name: str) -> bytes:
+        """The agent's stdout or stderr from the delivery folder: whole, checked against the signed exit record; or,
+        over the launcher's cap (``streams.json``), only its first bytes, with the whole stream's size and sha256
+        kept in ``harness/capped.json``: a runaway log must not go whole through the queue and this process."""
+        d = self.delivery
+        if self.streams is None:
+            try:
+                loaded = json.loads(self._get(f"{d}/streams.json") or b"{}")
+            except ValueError:
+                loaded = {}
+            self.streams = loaded if isinstance(loaded, dict) else {}
+        info = self.streams.get(name)
+        if isinstance(info, dict) and isinstance(info.get("size"), int) and isinstance(info.get("kept"), int) \
+                and info["size"] > info["kept"]:
+            signed = self.exit_record.get(name) if self.exit_record else None
+            if isinstance(signed, dict) and (signed.get("size"), signed.get("sha256")) != (info["size"], info.get("sha256")):
+                raise ArtifactCorrupt(f"{name} changed after the agent ended (it is not what the launcher signed)",
+                                      host=self.req.host.name)
+            self.capped[name] = info
+            return (self._get(f"{d}/{name}.head") or b"")[:info["kept"]]
+        data = self._get(f"{d}/{name}") or b""
+        self._check_output(name, data)
+        return data
 
     def _check_output(self, name: str, data: bytes) -> None:
         """The agent's output as it left the launcher: the signed exit record holds its size and sha256."""

@@ -56,6 +56,14 @@ AGENT_ENV_PREFIXES = ("LC_",)
 SKIP_DIRS = {"node_modules", ".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".cache"}
 MAX_FILE = 8 * 1024 * 1024
 MAX_TOTAL = 48 * 1024 * 1024
+WORKSPACE_CAPS = (MAX_FILE, MAX_TOTAL)
+OUTPUT_CAPS = (32 * 1024 * 1024, 128 * 1024 * 1024)
+"""The answer file and an adapter's session files and state folders: per file, and all together. Larger than the
+workspace's (a long session's store), but bounded: every byte kept travels through the queue and the
+coordinator's memory, and an agent can make a file of any size."""
+MAX_STREAM = 32 * 1024 * 1024
+"""How much of the agent's stdout and of its stderr is kept: the first bytes; the whole stream's size and sha256
+are recorded in ``streams.json``."""
 MAX_DEPTH = 200
 MARKER_VAR = "FLEET_AGENT_MARK"
 """Each agent's environment holds this variable with a per-delivery random value: the tree walk finds a
@@ -272,6 +280,22 @@ def launcher_alive(pid, token):
     return state not in ("Z", "X") and (" run %s" % token) in _cmdline(pid)
 
 
+def stopped(pid):
+    """Whether ``pid`` is stopped (SIGSTOP, SIGTSTP, a tracer): alive, but supervising nothing."""
+    if LINUX:
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+        except (OSError, IndexError):
+            return False
+    try:
+        out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             timeout=30).stdout.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.startswith("T")
+
+
 def _children_of(pid):
     return [p for p, (pp, _, _) in _snapshot("").items() if pp == pid]
 
@@ -473,6 +497,18 @@ def kill(req):
     if launcher_alive(launcher, token):
         roots += _children_of(launcher)  # the agent and every orphan re-parented to the supervisor
     ended = end_tree(marker, int(pids.get("sid") or 0), roots)
+    if launcher_alive(launcher, token) and stopped(launcher):
+        # A stopped supervisor (the agent sent it SIGSTOP) would never write exit.json nor leave: it is ended too,
+        # with its entry in running/, so nothing of the delivery stays behind.
+        try:
+            os.kill(launcher, signal.SIGKILL)
+            ended.add(launcher)
+        except OSError:
+            pass
+        try:
+            os.unlink(_entry_path(req["fleet"], token))
+        except OSError:
+            pass
     sys.stdout.write(json.dumps({"ended": sorted(ended)}) + "\n")
     return 0
 
@@ -635,7 +671,7 @@ class _Packer(object):
             return
         with f:
             size = st.st_size
-            if self.caps and (size > MAX_FILE or self.total + size > MAX_TOTAL):
+            if self.caps and (size > self.caps[0] or self.total + size > self.caps[1]):
                 h = hashlib.sha256()
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
@@ -747,16 +783,57 @@ def _pack_into(tar_path, top_fd, items, caps, skip):
     return packer.manifest
 
 
+def _streams(out):
+    """``streams.json`` in the delivery folder: each of the agent's output streams with its size, sha256 and how much
+    of it is kept (``kept``); a stream over ``MAX_STREAM`` gets ``NAME.head``, its first bytes, which is what the
+    worker takes (a runaway log, or a file truncated to 3 GB, must not go whole through the queue)."""
+    streams = {}
+    for name in ("agent.stdout", "agent.stderr"):
+        path = os.path.join(out, name)
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            continue
+        streams[name] = {"size": size, "sha256": _sha256(path), "kept": min(size, MAX_STREAM)}
+        if size > MAX_STREAM:
+            tmp = path + ".head.tmp"
+            with open(path, "rb") as src, open(tmp, "wb") as dst:
+                left = MAX_STREAM
+                while left:
+                    chunk = src.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    left -= len(chunk)
+            os.replace(tmp, path + ".head")
+    _write_json(os.path.join(out, "streams.json"), streams)
+
+
 def pack(base, out, outputs=()):
     """``base/workspace`` into ``workspace.tar.gz`` + ``manifest.json`` in the delivery folder ``out`` (never into
     the attempt folder the agent wrote); the attempt's other outputs (relative to ``base``: the answer file, an
     adapter's transcripts and state folders, a folder ending in '/') into ``outputs.tar.gz`` + ``outputs.json``,
     by the same rules, so the worker never downloads through a link."""
     fleet = out
-    top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    _streams(out)
     try:
-        manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], True, SKIP_DIRS)
-        found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs], False, ())
+        top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        # The agent removed (or replaced) its own attempt folder: that is its doing, and a record of it, not a
+        # failure of the harness; its output in the delivery folder is intact and is still collected.
+        top = os.open(fleet, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [], WORKSPACE_CAPS, SKIP_DIRS)
+            _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [], OUTPUT_CAPS, ())
+        finally:
+            os.close(top)
+        why = "the attempt folder is gone or unreadable (%s): the agent removed or replaced it" % (exc.strerror or exc)
+        _write_json(os.path.join(fleet, "outputs.json"), [])
+        _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)])
+        return 0
+    try:
+        manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], WORKSPACE_CAPS, SKIP_DIRS)
+        found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs], OUTPUT_CAPS, ())
     finally:
         os.close(top)
     _write_json(os.path.join(fleet, "outputs.json"), found)

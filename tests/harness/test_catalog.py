@@ -3,6 +3,7 @@ rendered byte for byte, and every bad item folder or round file gives a CatalogE
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -349,4 +350,19 @@ def test_a_prompt_with_a_nul_or_bytes_that_are_not_utf8_is_refused(tmp_path: Pat
     (d / "item.toml").write_text(ITEM_TOML)
     (d / "prompt.md").write_bytes(raw)
     with pytest.raises(CatalogError, match=re.escape(f"{d / 'prompt.md'}: {words}")):
+        load_catalog(tmp_path)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: os.mkfifo(p), "not a regular file"),  # a read would wait for a writer for ever
+    (lambda p: os.symlink("/dev/zero", p), "not a regular file"),  # a read would never end
+    (lambda p: os.symlink(p.name, p), "a symbolic link that loops"),
+    (lambda p: p.write_bytes(b"x" * (4 * 1024 * 1024 + 1)), "a prompt is at most 4194304 bytes"),
+])
+def test_a_prompt_that_is_no_regular_file_of_a_sane_size_is_one_line(tmp_path: Path, make, words: str) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "open" / "01-odd"
+    d.mkdir(parents=True)
+    (d / "item.toml").write_text(ITEM_TOML)
+    make(d / "prompt.md")
+    with pytest.raises(CatalogError, match=re.escape(f"{d / 'prompt.md'}: ") + ".*" + re.escape(words)):
         load_catalog(tmp_path)

@@ -137,3 +137,29 @@ def test_sweep_rerun_and_resume_build_their_coordinator_in_one_place() -> None:
     assert source.count("Coordinator(") == 1
     for verb in (harness.cli.sweep, harness.cli.rerun, harness.cli.resume):
         assert "_coordinate(" in inspect.getsource(verb.callback)
+
+
+def test_fleet_show_escapes_what_the_agent_named_and_wrote(tmp_path: Path) -> None:
+    # A workspace file named with a newline must not fake a row of the artifact list, and an escape sequence in a
+    # name, an error or the answer must not reach the terminal.
+    from harness.records import Artifact
+    from harness.store import Store
+    from tests.support import finished_result, run_fleet, synthetic_sweep
+
+    runs = tmp_path / "runs"
+    sweep = synthetic_sweep()
+    cell = sweep.cells[0]
+    arts = [Artifact.of("workspace/a\n0123456789ab        3  workspace/fake.txt", b"x"),
+            Artifact.of("workspace/\x1b[2Jclear.txt", b"y"),
+            Artifact.of("answer.txt", b"line one\n\x1b]0;pwned\x07\tkept tab\n")]
+    with Store(runs).writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        assert w.record_attempt(sweep, finished_result(sweep, cell, artifacts=arts, error="bad\x1b[31m red"))
+    proc = run_fleet("show", sweep.id, cell.host, cell.item, "--runs", str(runs), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "workspace/a\\n0123456789ab" in proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if line.strip().endswith("workspace/fake.txt")
+                and "\\n" not in line]
+    assert "line one\n\\x1b]0;pwned\\x07" in proc.stdout and "kept tab" in proc.stdout  # rich shows the tab as spaces
+    assert "error: bad\\x1b[31m red" in proc.stdout

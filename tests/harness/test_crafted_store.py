@@ -103,6 +103,26 @@ def test_a_journal_entry_for_a_cell_that_is_not_planned_is_refused(tmp_path: Pat
     _each_command_refuses(tmp_path, runs, sweep_id, "journal.jsonl: line 1: cell:", "is not a planned cell")
 
 
+@pytest.mark.parametrize("number", [0, -5])
+def test_a_journal_entry_for_an_attempt_numbered_below_one_is_refused(tmp_path: Path, number: int) -> None:
+    # Attempts are numbered from 1; the writer never makes another. A crafted one would be shown in the tables and
+    # written back into sweep.json by resume, for ever "dispatched".
+    runs, sweep_id, _ = _store(tmp_path)
+    cell = json.loads((runs / sweep_id / "sweep.json").read_text())["cells"][0]["id"]
+    entry = {"t": "attempt", "cell": cell, "summary": {"attempt": number, "task_id": "x", "status": "dispatched"}}
+    with open(runs / sweep_id / "journal.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")
+    before = (runs / sweep_id / "sweep.json").read_bytes()
+    for command in COMMANDS:
+        args = [a.format(sweep=sweep_id) for a in command] + ["--runs", str(runs)]
+        proc = run_fleet(*args, cwd=tmp_path)
+        # A damaged journal is a store error (exit 1), as every other bad journal line (docs/input-errors.md).
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (command, proc.returncode, proc.stderr)
+        (line,) = proc.stderr.splitlines()
+        assert "journal.jsonl: line 1: attempt:" in line and "greater than or equal to 1" in line, line
+    assert (runs / sweep_id / "sweep.json").read_bytes() == before
+
+
 def test_a_symlinked_cell_folder_that_leads_outside_is_refused(tmp_path: Path) -> None:
     runs, sweep_id, outside = _store(tmp_path)
     cell = runs / sweep_id / "host0" / "01-item" / "builtin" / "r1"
