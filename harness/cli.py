@@ -668,6 +668,15 @@ def main(argv: list[str] | None = None) -> Any:
         err_console.print(f"fleet: error: {one_line(exc.format_message())}{hint}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except FleetError as exc:
+        from harness.stopping import received
+
+        stop = received()
+        if stop is not None:
+            # The interrupt came first and cut something short (an import, a connection) that then failed in its
+            # own words: the command was interrupted, and says so, with what it was doing.
+            err_console.print(f"fleet: interrupted ({stop.how}); while stopping: {one_line(str(exc))}", markup=False,
+                              soft_wrap=True)
+            sys.exit(130)
         # one_line: a UsageError quotes arguments as given (a host or sweep name with a newline in it).
         err_console.print(f"fleet: error: {one_line(str(exc))}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)

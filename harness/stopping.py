@@ -14,7 +14,7 @@ import threading
 from types import FrameType
 from typing import Iterator
 
-__all__ = ["Stopped", "stop_signals", "SIGNALS"]
+__all__ = ["Stopped", "stop_signals", "received", "SIGNALS"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -25,6 +25,15 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         self.how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         super().__init__(self.how)
+
+
+_received: list[Stopped] = []
+
+
+def received() -> Stopped | None:
+    """The stop signal this process got inside ``stop_signals``, if any. An error raised after it is most likely its
+    consequence (a library import or a connection cut short by the interrupt, reported as something else)."""
+    return _received[0] if _received else None
 
 
 @contextlib.contextmanager
@@ -40,7 +49,9 @@ def stop_signals() -> Iterator[None]:
         if stopping:
             return
         stopping = True
-        raise Stopped(signum)
+        stopped = Stopped(signum)
+        _received.append(stopped)
+        raise stopped
 
     old = {sig: signal.signal(sig, stop) for sig in SIGNALS}
     try:
