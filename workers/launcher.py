@@ -38,6 +38,7 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 """
 
 import base64
+import errno
 import hashlib
 import hmac
 import json
@@ -139,6 +140,34 @@ def agent_env(environ, spec):
             env[name] = environ[name]
     env.update(spec.get("env") or {})
     return env
+
+
+RESERVE = "reserve"
+RESERVE_BYTES = 1024 * 1024
+"""Space the delivery holds from its start, given back when the host's disk is full, so that an agent that filled
+it still gets its exit record and manifest written (else its run would read as a supervisor that crashed)."""
+
+
+def _reserve(here):
+    try:
+        with open(os.path.join(here, RESERVE), "wb") as f:
+            f.write(b"\0" * RESERVE_BYTES)  # written, not truncated: a sparse file would hold no space
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        pass  # no room even for this: the records below fail as they would have
+
+
+def _with_reserve(here, write):
+    """``write()``; if the disk is full, give the reserve back and try once more."""
+    try:
+        return write()
+    except OSError as exc:
+        path = os.path.join(here, RESERVE)
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not os.path.exists(path):
+            raise
+        os.unlink(path)
+        return write()
 
 
 # -- processes -------------------------------------------------------------------------------------------------
@@ -329,6 +358,7 @@ def run(req):
     except FileExistsError:
         sys.stdout.write(json.dumps({"start_error": "delivery folder %s exists already" % here}) + "\n")
         return 127
+    _reserve(here)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the supervisor
@@ -476,7 +506,7 @@ def _supervise(req, here, report_fd):
         except OSError:
             record[name] = None
     try:
-        _write_json(os.path.join(here, "exit.json"), sign(key, record))
+        _with_reserve(here, lambda: _write_json(os.path.join(here, "exit.json"), sign(key, record)))
     except OSError:
         pass  # the worker removed the folder already (it stopped the agent and collected)
     try:
@@ -783,7 +813,7 @@ def _pack_into(tar_path, top_fd, items, caps, skip):
     return packer.manifest
 
 
-def _streams(out):
+def _streams(out, room=True):
     """``streams.json`` in the delivery folder: each of the agent's output streams with its size, sha256 and how much
     of it is kept (``kept``); a stream over ``MAX_STREAM`` gets ``NAME.head``, its first bytes, which is what the
     worker takes (a runaway log, or a file truncated to 3 GB, must not go whole through the queue)."""
@@ -794,8 +824,9 @@ def _streams(out):
             size = os.path.getsize(path)
         except OSError:
             continue
-        streams[name] = {"size": size, "sha256": _sha256(path), "kept": min(size, MAX_STREAM)}
-        if size > MAX_STREAM:
+        # No room (a full disk): a stream over the cap keeps nothing, rather than going whole through the queue.
+        streams[name] = {"size": size, "sha256": _sha256(path), "kept": min(size, MAX_STREAM) if room or size <= MAX_STREAM else 0}
+        if size > MAX_STREAM and room:
             tmp = path + ".head.tmp"
             with open(path, "rb") as src, open(tmp, "wb") as dst:
                 left = MAX_STREAM
@@ -815,30 +846,55 @@ def pack(base, out, outputs=()):
     adapter's transcripts and state folders, a folder ending in '/') into ``outputs.tar.gz`` + ``outputs.json``,
     by the same rules, so the worker never downloads through a link."""
     fleet = out
-    _streams(out)
     try:
-        top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError as exc:
-        # The agent removed (or replaced) its own attempt folder: that is its doing, and a record of it, not a
-        # failure of the harness; its output in the delivery folder is intact and is still collected.
-        top = os.open(fleet, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        _streams(out)
         try:
-            _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [], WORKSPACE_CAPS, SKIP_DIRS)
-            _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [], OUTPUT_CAPS, ())
+            top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as exc:
+            # The agent removed (or replaced) its own attempt folder: that is its doing, and a record of it, not a
+            # failure of the harness; its output in the delivery folder is intact and is still collected.
+            _pack_nothing(fleet, "the attempt folder is gone or unreadable (%s): the agent removed or replaced it"
+                          % (exc.strerror or exc))
+            return 0
+        try:
+            manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], WORKSPACE_CAPS,
+                                  SKIP_DIRS)
+            found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs],
+                               OUTPUT_CAPS, ())
         finally:
             os.close(top)
-        why = "the attempt folder is gone or unreadable (%s): the agent removed or replaced it" % (exc.strerror or exc)
-        _write_json(os.path.join(fleet, "outputs.json"), [])
-        _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)])
-        return 0
+        _write_json(os.path.join(fleet, "outputs.json"), found)
+        _write_json(os.path.join(fleet, "manifest.json"), manifest)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # The host's disk is full (the agent filled it, or something else did): what was half-written goes, the
+        # reserve is given back, and the record says so; the agent's output streams, written already, are kept.
+        for name in ("workspace.tar.gz", "outputs.tar.gz", "agent.stdout.head", "agent.stderr.head"):
+            for path in (os.path.join(fleet, name), os.path.join(fleet, name + ".tmp")):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        try:
+            os.unlink(os.path.join(fleet, RESERVE))
+        except OSError:
+            pass
+        _streams(out, room=False)
+        _pack_nothing(fleet, "not packed: the host's disk is full (%s)" % (exc.strerror or exc))
+    return 0
+
+
+def _pack_nothing(fleet, why):
+    """Empty tarballs, no outputs, and a manifest of one entry saying why nothing of the workspace was packed."""
+    top = os.open(fleet, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], WORKSPACE_CAPS, SKIP_DIRS)
-        found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs], OUTPUT_CAPS, ())
+        _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [], WORKSPACE_CAPS, SKIP_DIRS)
+        _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [], OUTPUT_CAPS, ())
     finally:
         os.close(top)
-    _write_json(os.path.join(fleet, "outputs.json"), found)
-    _write_json(os.path.join(fleet, "manifest.json"), manifest)
-    return 0
+    _write_json(os.path.join(fleet, "outputs.json"), [])
+    _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)])
 
 
 def _pack(req):

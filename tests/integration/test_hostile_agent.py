@@ -27,7 +27,7 @@ shutil.rmtree(root)
 '''
 
 
-def _sweep(tmp_path: Path, agent_source: str) -> tuple[dict, Path]:
+def _sweep(tmp_path: Path, agent_source: str, *agent_args: str) -> tuple[dict, Path]:
     agent = tmp_path / "agent.py"
     agent.write_text(agent_source)
     inv = write_inventory(tmp_path / "inv.toml", [f'''[hosts.local]
@@ -40,7 +40,7 @@ context = 32768
 max_output = 2048
 [hosts.local.agents.a]
 kind = "command"
-command = ["{sys.executable}", "{agent}", "{{prompt_file}}", "{{answer_file}}"]
+command = {json.dumps([sys.executable, str(agent), "{prompt_file}", "{answer_file}", *agent_args])}
 '''])
     d = tmp_path / "prompts" / "open" / "01-p"
     d.mkdir(parents=True)
@@ -119,3 +119,51 @@ def test_an_agent_that_stops_its_supervisor_is_supervision_lost_and_leaves_nothi
     assert not [line for line in left if line.startswith("T") and "fleet_launcher" in line or
                 line.startswith("T") and str(tmp_path) in line], left
     assert not list((tmp_path / "host" / ".fleet" / "running").glob("*.json"))
+
+
+FILLS_THE_DISK = r'''
+import os, sys
+print("filling the disk")
+sys.stdout.flush()
+n = 0
+try:
+    while True:  # one big file, or many files of random bytes (a tarball of them needs as much room again)
+        with open("filler.bin" if sys.argv[3] == "one" else "filler-%d.bin" % n, "ab") as f:
+            f.write(os.urandom(1 << 20))
+        n += 1
+except OSError as exc:
+    print("stopped:", exc.strerror)
+'''
+
+
+@pytest.fixture
+def small_host_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The host's work folder on a 24 MB tmpfs of this test's own, unmounted at the end whatever happens."""
+    import subprocess as sp
+
+    mnt = tmp_path / "host"
+    mnt.mkdir()
+    sp.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        sp.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("files, why", [
+    ("one", None),  # the reserve given back for the exit record is room enough: the big file is over the cap
+    ("many", "not packed: the host's disk is full (No space left on device)"),
+])
+def test_an_agent_that_fills_the_hosts_disk_gets_its_exit_and_output_recorded(tmp_path: Path, small_host_disk,  # type: ignore[no-untyped-def]
+                                                                             files: str, why: str | None) -> None:
+    """Its exit record could not be written, so its run read as a supervisor that crashed (supervision_lost) and
+    nothing was kept: the delivery's reserve is given back for the records, and the manifest says what it could."""
+    meta, folder = _sweep(tmp_path, FILLS_THE_DISK, files)
+    assert (meta["status"], meta["exit_code"]) == ("finished", 0), meta
+    assert (folder / "agent.stdout").read_text().startswith("filling the disk\nstopped: No space left on device")
+    manifest = json.loads((folder / "workspace.manifest.json").read_text())
+    if why is None:
+        (entry,) = manifest
+        assert (entry["path"], entry["packed"], entry["why"]) == ("filler.bin", False, "over the size cap"), entry
+    else:
+        assert manifest == [{"path": "", "size": None, "sha256": None, "packed": False, "why": why}], manifest
