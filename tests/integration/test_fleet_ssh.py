@@ -42,6 +42,12 @@ def _check_artifacts(attempt_dir: Path) -> dict:
     return meta
 
 
+def _errors(runs: Path, summary: dict) -> list[str]:
+    """Each attempt's error, for a failure's message."""
+    return [json.loads(m.read_text()).get("error", "") for m in (runs / summary["sweep"]).rglob("meta.json")
+            if json.loads(m.read_text()).get("status") != "finished"]
+
+
 def test_sweep_three_hosts_three_items_two_repeats(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
     tag = uuid.uuid4().hex[:8]
     hosts = [ssh_hosts[n] for n in ("alpha", "bravo", "charlie")]
@@ -63,8 +69,9 @@ def test_sweep_three_hosts_three_items_two_repeats(tmp_path, ssh_hosts, client_k
     summary = json.loads(r.stdout)
     assert summary["status"] == "finished"
     assert len(summary["cells"]) == 3 * 3 * 2
-    assert {c["status"] for c in summary["cells"]} == {"finished"}
-    assert all(c["attempts"] == 1 and c["exit_code"] == 0 for c in summary["cells"])
+    odd = [(c["id"], c["status"], c["reason"], c["attempts"]) for c in summary["cells"]
+           if c["status"] != "finished" or c["attempts"] != 1 or c["exit_code"] != 0]
+    assert not odd, (odd, _errors(runs, summary))
 
     sweep = _sweep(runs, summary)
     ids = [c["id"] for c in sweep["cells"]]
