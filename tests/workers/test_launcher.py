@@ -227,7 +227,9 @@ def test_deadline_kills_the_whole_tree_even_a_child_that_called_setsid(tmp_path:
     elapsed = time.monotonic() - t0
     assert 0.9 < elapsed < 8
     assert ended["timed_out_by_launcher"] is True and ended["ended_by"] == "deadline"
-    assert ended["exit_code"] is None and ended["signal"] in (15, 9)
+    # Ended by the launcher's TERM or KILL: a signal, or the shell's own status for one (sh exits 143 when its
+    # foreground child dies of the same TERM first).
+    assert stopped(ended), ended
     started = read_pids(pids, 3)
     wait_gone(started, 5)
     assert [p for p in started if not gone(p)] == [], "a process of the agent's tree survived the deadline"
