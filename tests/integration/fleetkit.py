@@ -19,8 +19,10 @@ import sys
 import textwrap
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -317,3 +319,26 @@ def assert_stored_once(runs: Path, sweep_id: str, cells: int) -> int:
             assert "done" in (folder / stdout["name"]).read_text()
     db.close()
     return finished
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (or a process ending) counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@contextmanager
+def tmpfs(mnt: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. "8m") mounted at ``mnt`` for the block, unmounted at the end whatever happens."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

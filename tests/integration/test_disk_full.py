@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import assert_stored_once, run_embedded, run_fleet
+from tests.integration.fleetkit import assert_stored_once, run_embedded, run_fleet, tmpfs
 
 pytestmark = pytest.mark.integration
 
@@ -23,15 +23,10 @@ AGENT = ["sh", "-c", 'sleep 1; head -c 200000 /dev/urandom | base64; echo done',
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     """An 8 MB tmpfs of this test's own, unmounted at the end whatever happens."""
-    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
-    try:
+    with tmpfs(tmp_path / f"disk-{uuid.uuid4().hex[:8]}", "8m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(disk: Path, leave_kb: int) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import run_fleet, start_fleet
+from tests.integration.fleetkit import alive, run_fleet, start_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -23,13 +23,6 @@ def _wait_for(path: Path, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes.
-    return "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_timeout_kills_the_process_group_and_is_not_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
@@ -49,9 +42,9 @@ def test_timeout_kills_the_process_group_and_is_not_retried(tmp_path, ssh_hosts,
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     end = time.monotonic() + 10
-    while any(_alive(p) for p in started) and time.monotonic() < end:
+    while any(alive(p) for p in started) and time.monotonic() < end:
         time.sleep(0.1)
-    assert not any(_alive(p) for p in started), "the agent's process group outlived its timeout"
+    assert not any(alive(p) for p in started), "the agent's process group outlived its timeout"
 
 
 def test_worker_lost_is_recorded_and_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
@@ -183,9 +176,9 @@ def test_interrupting_a_sweep_revokes_and_kills_the_remote_agent(tmp_path, ssh_h
     assert json.loads((sweep_dir / "sweep.json").read_text())["status"] == "interrupted"
     started = [int(p) for p in pids.read_text().split()]
     end = time.monotonic() + 20
-    while any(_alive(p) for p in started) and time.monotonic() < end:
+    while any(alive(p) for p in started) and time.monotonic() < end:
         time.sleep(0.1)
-    assert not any(_alive(p) for p in started), "a revoked attempt left its agent running on the host"
+    assert not any(alive(p) for p in started), "a revoked attempt left its agent running on the host"
 
 
 def test_a_visibility_timeout_shorter_than_an_attempt_is_refused_before_anything_runs(tmp_path, ssh_hosts, client_key,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory
-from tests.integration.fleetkit import free_port, run_embedded
+from tests.integration.fleetkit import free_port, run_embedded, tmpfs
 
 pytestmark = pytest.mark.integration
 
@@ -139,15 +139,8 @@ except OSError as exc:
 @pytest.fixture
 def small_host_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     """The host's work folder on a 24 MB tmpfs of this test's own, unmounted at the end whatever happens."""
-    import subprocess as sp
-
-    mnt = tmp_path / "host"
-    mnt.mkdir()
-    sp.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True)
-    try:
+    with tmpfs(tmp_path / "host", "24m") as mnt:
         yield mnt
-    finally:
-        sp.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.parametrize("files, why", [

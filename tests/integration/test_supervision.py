@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import SSHHost, run_fleet, start_fleet
+from tests.integration.fleetkit import SSHHost, alive, run_fleet, start_fleet
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +32,6 @@ def _wait_for(pred, timeout: float = 120, what: str = "") -> None:  # type: igno
         time.sleep(0.05)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def _pids(path: Path) -> list[int]:
@@ -164,7 +155,7 @@ def test_a_child_that_called_setsid_is_gone_after_the_timeout_kill(tmp_path, ssh
     started = _pids(pids)
     assert len(started) == 2
     # The kill is done when the result is in: no grace to wait for.
-    assert [p for p in started if _alive(p)] == [], "a process of the agent's tree outlived its timeout"
+    assert [p for p in started if alive(p)] == [], "a process of the agent's tree outlived its timeout"
 
 
 def test_a_child_that_called_setsid_is_gone_after_a_revoke(tmp_path, ssh_hosts, client_key, redis_server, namespace,
@@ -183,9 +174,9 @@ def test_a_child_that_called_setsid_is_gone_after_a_revoke(tmp_path, ssh_hosts, 
     assert proc.returncode == 130, err[-2000:]
     started = _pids(pids)
     end = time.monotonic() + 20
-    while any(_alive(p) for p in started) and time.monotonic() < end:
+    while any(alive(p) for p in started) and time.monotonic() < end:
         time.sleep(0.1)
-    assert [p for p in started if _alive(p)] == [], "a revoked attempt left part of its agent's tree running"
+    assert [p for p in started if alive(p)] == [], "a revoked attempt left part of its agent's tree running"
 
 
 HOSTILE = r"""
@@ -290,10 +281,10 @@ def test_an_agent_whose_worker_vanished_ends_within_the_heartbeat_bound(vanishes
         else:
             host.stop()  # sshd and its sessions are gone; the launcher is in a session of its own and stays
         t0 = time.monotonic()
-        while any(_alive(p) for p in started) and time.monotonic() - t0 < bound + 30:
+        while any(alive(p) for p in started) and time.monotonic() - t0 < bound + 30:
             time.sleep(0.1)
         took = time.monotonic() - t0
-        assert [p for p in started if _alive(p)] == [], f"the agent ran on {took:.0f} s after its worker vanished"
+        assert [p for p in started if alive(p)] == [], f"the agent ran on {took:.0f} s after its worker vanished"
         # The bound, plus a poll interval, the TERM grace and the supervisor's tick.
         assert took < bound + 6, f"ended after {took:.1f} s, bound {bound} s"
         print(f"{vanishes}: agent tree ended {took:.1f} s after the worker vanished (bound {bound} s)")
