@@ -15,6 +15,8 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   ├── UsageError                        a bad argument or an unknown host / item / agent / sweep
     │   ├── TranscriptError                   a transcript or raw session that cannot be read
     │   │   └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
+    │   ├── PolicyError                       a guard policy file for replay: file, key path, problem
+    │   ├── ReplayError                       a replay source, --edit or external guard that cannot be used
     │   └── UnsafeStoredPath                  a stored id or name (sweep.json, journal.jsonl) would make a path
     │                                         outside the sweep's folder, or a stored file is a link out of it
     ├── StoreError                            the results directory cannot be read or written
@@ -59,6 +61,8 @@ __all__ = [
     "UsageError",
     "TranscriptError",
     "TranscriptImportError",
+    "PolicyError",
+    "ReplayError",
     "UnsafeStoredPath",
     "StoreError",
     "DiskFull",
@@ -137,6 +141,14 @@ class TranscriptError(_FileKeyError):
 class TranscriptImportError(TranscriptError):
     """A recorded session that an importer cannot read: not JSON, a missing or mistyped key, an entry it
     does not understand. ``key`` is the JSON path, e.g. ``calls[3].tool`` or ``sessions[1].calls``."""
+
+
+class PolicyError(_FileKeyError):
+    """A guard policy file (``fleet replay --policy``) that is missing, not TOML, or does not validate."""
+
+
+class ReplayError(_FileKeyError):
+    """A replay source, edit or external guard that cannot be used (file or guard, where, problem)."""
 
 
 class UnsafeStoredPath(_FileKeyError):

@@ -146,7 +146,7 @@ class OwnerReceipt(_Strict):
     text: str
     """The answer (also ``answer.txt``): the model's last reply, or a guard's receipt or report."""
     source: Literal[
-        "model", "refusal_receipt", "output_limit_report", "budget_stop", "context_full",
+        "model", "refusal_receipt", "output_limit_report", "budget_stop", "coding_loop_stop", "context_full",
         "infrastructure", "interrupted", "agent_error", "agent_guard",
     ]
     """Who wrote ``text``: the model, or the guard path that replaced it. ``agent_guard``: an imported

@@ -39,19 +39,11 @@ from typing import Any, Literal
 
 from harness import __version__
 from harness.agents import EXIT_INFRASTRUCTURE
-from harness.guard import DEFAULT_POLICY, RunProgressBudget, Stop
-from harness.guard.delete import DeleteGuard
-from harness.guard.output_limit import ContinuationLedger, CutTurn, is_cut, report_text, runnable_tool_calls
-from harness.guard.receipt import (
-    CommandRun,
-    FileChange,
-    RunFacts,
-    asks_for_change,
-    build_refusal_receipt,
-    latest_test,
-    verification_status,
-)
-from harness.guard.verdict import TestVerdict, recognize
+from harness.guard import RunProgressBudget, Stop
+from harness.guard.output_limit import is_cut, runnable_tool_calls
+from harness.guard.policy import DEFAULT_GUARD
+from harness.guard.receipt import CommandRun, FileChange
+from harness.guard.session import GuardSession
 from harness.transcript import (
     GuardDecision,
     ModelError,
@@ -100,13 +92,6 @@ CHARS_PER_TOKEN = 3
 """Prompt size estimate before the endpoint reports usage: conservative for code and JSON."""
 MIN_REPLY_TOKENS = 256
 """Below this much room for a reply, the context is treated as full."""
-TURN_KEY = "owner-turn"
-"""The run is one owner turn: the continuation ledger's only key."""
-
-BUDGET_STOP_TEXT = (
-    "The agent was stopped after {what}: the run-progress budget ends a run that keeps failing or makes no "
-    "progress. The request is not complete; files saved before the stop are kept."
-)
 CONTEXT_FULL_TEXT = (
     "The conversation reached the model's context size ({context} tokens) before the work was finished. "
     "The request is not complete; files saved before that are kept."
@@ -115,7 +100,6 @@ INVALID_ARGUMENTS_TEXT = (
     "error: the arguments of this call are not a valid JSON object ({problem}); nothing ran. "
     "Send the call again with its arguments as one JSON object."
 )
-BUDGET_REFUSAL_TEXT = "error: the run was stopped ({what}); this call did not run."
 
 
 class Interrupted(BaseException):
@@ -200,11 +184,11 @@ class _Run:
         self.measured: tuple[int, int] | None = None
         """(prompt tokens the endpoint reported, conversation characters at that request)."""
         self.request_chars = 0
-        self.budget = RunProgressBudget(DEFAULT_POLICY)
-        self.delete_guard = DeleteGuard(settings.prompt)
-        self.ledger = ContinuationLedger()
+        self.guard = GuardSession(settings.prompt, self.root, DEFAULT_GUARD)
+        budget = self.guard.budget
+        assert budget is not None, "the shipped guard runs the budget"
+        self.budget: RunProgressBudget = budget
         self.continuing = False
-        self.host_events: list[FileChange | CommandRun] = []
         self.call_ids: set[str] = set()
         self.rounds = 0
         self.tool_calls = 0
@@ -219,7 +203,7 @@ class _Run:
             model=s.model, base_url=s.base_url, context=s.context, max_output=s.max_output, stream=s.stream,
             timeout_s=s.timeout_s, retries=s.retries, exec_timeout_s=s.exec_timeout_s, workspace=self.root,
             prompt_file=s.prompt_file, prompt=s.prompt, system_prompt=self.system, tools=list(TOOL_NAMES),
-            budget_policy=DEFAULT_POLICY.model_dump(mode="json"), python=platform.python_version(),
+            budget_policy=self.budget.policy.model_dump(mode="json"), python=platform.python_version(),
             platform=platform.platform(),
         ))
 
@@ -327,12 +311,14 @@ class _Run:
             self.writer.append(ToolCall(round=round_, call_id=call.id, name=call.name, arguments=arguments,
                                         arguments_error=error))
             outcome, observed = self._one_call(round_, call, arguments, error)
-            refused = refused or self.delete_guard.stopped
+            refused = refused or self.guard.deletion_refused
             self.writer.append(ToolResult(round=round_, call_id=call.id, name=call.name, is_error=outcome.is_error,
                                           text=outcome.text, details=outcome.details))
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
             if observed:
-                decision = self.budget.on_result(call.id, call.name, arguments or {}, _budget_view(outcome))
+                decision = self.guard.after_result(call.id, call.name, arguments or {}, _budget_view(outcome),
+                                                   outcome.details.test, outcome.details.exit_code)
+                assert decision is not None
                 data = self.budget.snapshot()
                 if decision.deferral is not None:
                     data["deferral"] = {"action": decision.deferral.action, "counter": decision.deferral.counter,
@@ -348,25 +334,30 @@ class _Run:
             return self._refusal_receipt()
         if stop is not None:
             return self._budget_stop(round_, stop, recorded=True)
+        if self.guard.coding_stopped:
+            return _End("stopped", self.guard.coding_stop_receipt(), reason="coding_loop")
         return None
 
     def _one_call(self, round_: int, call: ReplyToolCall, arguments: dict[str, Any] | None,
                   error: str | None) -> tuple[ToolOutcome, bool]:
         """Guard, then run one call. Returns the outcome and whether the budget observes it (a call
         a guard refused ran nothing, so it is neither a success nor a failure of the model's work)."""
-        allowed = self.budget.check_call()
-        if not allowed.allowed:  # stopped earlier in this reply: the stop is sticky
-            what = allowed.stop.text if allowed.stop is not None else "run-progress budget"
-            return ToolOutcome(True, BUDGET_REFUSAL_TEXT.format(what=what), ToolDetails(status="blocked")), False
-        latched = self.delete_guard.stopped
-        verdict = self.delete_guard.check(call.name, arguments or {})
-        if not verdict.allowed:
-            self._guard(round_, "recursive_delete", "refuse", call.id, "latch" if latched else "recursive_delete",
-                        verdict.reason, {"fragment": verdict.fragment} if verdict.fragment else {})
-            if not latched:
-                self.writer.append(StopEvent(round=round_, rule="recursive_delete", reason="recursive_delete",
-                                             text=f"refused recursive delete: {verdict.fragment}", call_id=call.id))
-            return ToolOutcome(True, verdict.reason or "", ToolDetails(status="blocked")), False
+        check = self.guard.before_call(call.name, arguments or {})
+        if not check.allowed:
+            if check.rule == "recursive_delete":
+                self._guard(round_, "recursive_delete", "refuse", call.id, check.reason, check.text,
+                            {"fragment": check.fragment} if check.fragment else {})
+                if check.stops:
+                    self.writer.append(StopEvent(round=round_, rule="recursive_delete", reason="recursive_delete",
+                                                 text=f"refused recursive delete: {check.fragment}", call_id=call.id))
+            elif check.rule == "coding_loop":
+                self._guard(round_, "coding_loop", "stop" if check.stops else "refuse", call.id, check.reason,
+                            check.text)
+                if check.stops:
+                    self.writer.append(StopEvent(round=round_, rule="coding_loop", reason="coding_loop",
+                                                 text=check.text or "", call_id=call.id))
+            # a budget refusal after its stop: the stop event was written when it stopped
+            return ToolOutcome(True, check.text or "", ToolDetails(status="blocked")), False
         if error is not None or arguments is None:
             return ToolOutcome(True, INVALID_ARGUMENTS_TEXT.format(problem=error), ToolDetails(status="error")), True
         started = time.time()
@@ -380,60 +371,40 @@ class _Run:
         response_id = f"round-{round_}"
         details = outcome.details
         if name in ("write", "edit") and not outcome.is_error and details.path is not None:
-            self.host_events.append(FileChange(
+            self.guard.record(FileChange(
                 path=str(Path(self.root, details.path)), time=time.time(),
                 change="written" if name == "write" else "changed", response_id=response_id,
             ))
         elif name == "exec" and details.cwd is not None:
-            self.host_events.append(CommandRun(
+            self.guard.record(CommandRun(
                 command=str(arguments.get("command", "")), cwd=details.cwd, start=started, end=time.time(),
                 output=outcome.output or "", exit_code=details.exit_code, response_id=response_id,
             ))
 
     # -- endings -------------------------------------------------------------------------------------
 
-    def _latest_verdict(self) -> TestVerdict | None:
-        test = latest_test(self.host_events)
-        if test is None or test.end is None:
-            return None
-        return recognize(test.output, test.exit_code, test.command)
-
     def _completed(self, text: str) -> _End:
-        status = verification_status(self.host_events)
-        return _End("completed", OwnerReceipt(status=status, text=text, source="model", test=self._latest_verdict()))
+        return _End("completed", self.guard.completed(text))
 
     def _refusal_receipt(self) -> _End:
-        receipt = build_refusal_receipt(self.host_events, RunFacts(request_text=self.settings.prompt,
-                                                                   workspace_root=self.root))
-        owner = OwnerReceipt(status=receipt.status, text=receipt.text, source="refusal_receipt",
-                             test_state=receipt.test_state, test=receipt.test_verdict, reasons=receipt.reasons)
-        return _End("stopped", owner, reason="recursive_delete")
+        return _End("stopped", self.guard.refusal_receipt(), reason="recursive_delete")
 
     def _budget_stop(self, round_: int, stop: Stop, recorded: bool = False) -> _End:
         if not recorded:
             self.writer.append(StopEvent(round=round_, rule="budget", reason=stop.reason, text=stop.text,
                                          call_id=stop.call_id))
-        text = BUDGET_STOP_TEXT.format(what=stop.text)
-        return _End("stopped", OwnerReceipt(status="failed", text=text, source="budget_stop",
-                                            test=self._latest_verdict(), reasons=(stop.reason,)), reason=stop.reason)
+        return _End("stopped", self.guard.budget_stop_receipt(stop), reason=stop.reason)
 
     def _context_full(self, round_: int, why: str) -> _End:
         self.writer.append(StopEvent(round=round_, rule="context", reason="context_full", text=f"context full: {why}"))
         text = CONTEXT_FULL_TEXT.format(context=self.settings.context)
         return _End("stopped", OwnerReceipt(status="failed", text=text, source="context_full",
-                                            test=self._latest_verdict(), reasons=("context_full",)),
+                                            test=self.guard.latest_verdict(), reasons=("context_full",)),
                     reason="context_full", message=why)
 
     def _on_cut(self, round_: int, reply: Reply) -> _End | None:
         """A reply cut at the output limit: its calls never run; continue once, deliver, or report."""
-        status = verification_status(self.host_events)
-        latest: dict[str, Literal["none", "passed", "failed", "running"]] = {
-            "none": "none", "passed": "passed", "failed": "failed", "pending": "running"}
-        workspace_task = asks_for_change(self.settings.prompt) or any(
-            isinstance(event, FileChange) for event in self.host_events)
-        turn = CutTurn(cut=True, is_continuation=self.continuing, latest_test=latest[status], receipt_status=status,
-                       incomplete_turn_text=True, workspace_task=workspace_task)
-        decision = self.ledger.decide(TURN_KEY, turn)
+        decision = self.guard.on_cut(self.continuing)
         dropped = [call.name for call in reply.tool_calls]
         self._guard(round_, "output_limit", decision.action, reason="cut_at_output_limit",
                     text=decision.message, data={"refusals": list(decision.refusals), "calls_not_run": dropped})
@@ -446,11 +417,9 @@ class _Run:
             return self._completed(reply.text)
         self.writer.append(StopEvent(round=round_, rule="output_limit", reason="output_limit",
                                      text="cut at output limit"))
-        receipt = OwnerReceipt(status="failed", text=report_text(turn), source="output_limit_report",
-                               test=self._latest_verdict(), reasons=decision.refusals)
-        return _End("stopped", receipt, reason="output_limit")
+        return _End("stopped", self.guard.cut_report(decision, self.continuing), reason="output_limit")
 
-    def _guard(self, round_: int, rule: Literal["budget", "recursive_delete", "output_limit"],
+    def _guard(self, round_: int, rule: Literal["budget", "recursive_delete", "output_limit", "coding_loop"],
                decision: Literal["allow", "stop", "refuse", "continue", "report", "deliver"],
                call_id: str | None = None, reason: str | None = None, text: str | None = None,
                data: dict[str, Any] | None = None) -> None:
