@@ -1,0 +1,224 @@
+"""The inputs of a replay: a sweep id (every transcript in it), a folder of sessions, or one session file in any
+format the harness reads. Each becomes ``ReplaySession``s through the one transcript reader, with the input's
+sha256, checked against the sha256 the sweep or the imported folder recorded for it.
+
+Formats are told apart by their content (``sniff``), never by a name alone: our ``transcript.jsonl``; the
+pixel-fleet recordings; OpenClaw's JSONL session files and SQLite store; OpenCode's store, export and event
+stream; Hermes's store and export. An input that is none of these is one error line naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ReplayError, StoreError, TranscriptError
+from harness.importers import IMPORTERS, importer
+from harness.importers.events import to_events
+from harness.importers.reader import SQLITE_MAGIC
+from harness.records import AttemptMeta, ImportedMeta, read_meta
+from harness.replay.session import ReplaySession, session_from_events
+from harness.transcript import read_transcript
+
+__all__ = ["TRANSCRIPT", "Input", "sniff", "read_source"]
+
+TRANSCRIPT = "transcript"
+"""The format name of our own transcripts (besides the importers' names)."""
+_OPENCODE_EVENTS = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use", "error"})
+_SESSION_SUFFIXES = (".json", ".jsonl", ".db", ".sqlite", ".sqlite3")
+_MAX_DOCUMENT = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input file and what was read from it."""
+
+    path: str
+    format: str
+    sha256: str
+    recorded_sha256: str | None
+    """What the sweep or the imported folder recorded for this file (None: nothing recorded)."""
+    sessions: tuple[ReplaySession, ...]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise ReplayError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
+def _tables(path: Path) -> set[str]:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        try:
+            return {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise ReplayError(str(path), "", f"an SQLite file that cannot be read: {exc}") from None
+
+
+def sniff(path: Path) -> str | None:
+    """The format of ``path`` by its content; None when it is no session format the harness reads."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError as exc:
+        raise ReplayError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    if head.startswith(SQLITE_MAGIC):
+        tables = _tables(path)
+        if "transcript_events" in tables:
+            return "openclaw-sqlite"
+        if {"session", "message", "part"} <= tables:
+            return "opencode"
+        if {"sessions", "messages"} <= tables:
+            return "hermes"
+        return None
+    text = head.decode("utf-8", errors="replace").lstrip()
+    if not text.startswith("{"):
+        return None
+    first = text.split("\n", 1)[0]
+    try:
+        line: Any = json.loads(first)
+    except json.JSONDecodeError:
+        line = None  # a JSON document over several lines (pixel-fleet, an OpenCode export)
+    if isinstance(line, dict) and "\n" in text.rstrip():
+        if line.get("event") == "run_start" and "schema_version" in line:
+            return TRANSCRIPT
+        if line.get("type") == "session":
+            return "openclaw-jsonl"
+        if line.get("type") in _OPENCODE_EVENTS and ("part" in line or "sessionID" in line):
+            return "opencode"
+        if "messages" in line or ("model" in line and "source" in line):
+            return "hermes"
+    keys = set(_top_keys(path))
+    if "info" in keys and "messages" in keys:
+        return "opencode"
+    if "calls" in keys or "sessions" in keys:
+        return "pixel-fleet"
+    if isinstance(line, dict) and line.get("event") == "run_start":
+        return TRANSCRIPT  # a transcript of one event
+    return None
+
+
+def _top_keys(path: Path) -> list[str]:
+    """The keys of a file that is one JSON object (a pixel-fleet recording, an OpenCode export)."""
+    try:
+        if path.stat().st_size > _MAX_DOCUMENT:
+            return []  # larger than any recording: not sniffed (give --format)
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return []
+    return list(value) if isinstance(value, dict) else []
+
+
+def _recorded_sha(folder: Path, name: str) -> str | None:
+    """The sha256 an attempt's or an imported run's ``meta.json`` recorded for ``name`` beside it."""
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = read_meta(meta_path)
+    except StoreError:
+        return None
+    artifacts = meta.artifacts if isinstance(meta, (AttemptMeta, ImportedMeta)) else []
+    return next((a.sha256 for a in artifacts if a.name == name), None)
+
+
+def _transcript_input(path: Path, name: str, source: str | None = None) -> Input:
+    sha = _sha256(path)
+    try:
+        events = read_transcript(path)
+    except TranscriptError as exc:
+        raise ReplayError(str(path), exc.key, exc.problem) from None
+    session = session_from_events(events, source=source or str(path), name=name, sha256=sha)
+    return Input(str(path), TRANSCRIPT, sha, _recorded_sha(path.parent, path.name), (session,))
+
+
+def _imported_input(path: Path, fmt: str, prefix: str) -> Input:
+    sha = _sha256(path)
+    module: Any = importer(fmt)
+    reader = getattr(module, "read_sessions", None) or module.read_runs
+    runs = reader(path)
+    sessions = []
+    for item in runs:
+        run = item[0] if isinstance(item, tuple) else item
+        events = item[1] if isinstance(item, tuple) else to_events(run)
+        name = f"{prefix}{run.label}" if prefix or len(runs) > 1 or run.label else path.name
+        sessions.append(session_from_events(events, source=str(path), name=name or path.name, sha256=sha,
+                                            label=run.label))
+    return Input(str(path), fmt, sha, None, tuple(sessions))
+
+
+def _file(path: Path, fmt: str | None, prefix: str = "") -> Input:
+    found = fmt or sniff(path)
+    if found is None:
+        known = ", ".join([TRANSCRIPT, *sorted(IMPORTERS)])
+        raise ReplayError(str(path), "", f"not a session in a format replay reads ({known}); give --format")
+    if found == TRANSCRIPT:
+        return _transcript_input(path, f"{prefix}{path.stem}" if prefix else path.name)
+    return _imported_input(path, found, prefix)
+
+
+def _folder(root: Path, fmt: str | None) -> Iterator[Input]:
+    """Every session under ``root``, in name order: an attempt's or an imported run's folder (``meta.json`` beside
+    ``transcript.jsonl``) gives its transcript only, and what is inside it (its workspace) is not walked; other
+    files are read when their content is a session format, and anything else is left alone."""
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        here = Path(folder)
+        rel = here.relative_to(root).as_posix()
+        if "transcript.jsonl" in files and "meta.json" in files:
+            dirs.clear()
+            yield _transcript_input(here / "transcript.jsonl", rel if rel != "." else "transcript.jsonl")
+            continue
+        for name in sorted(files):
+            path = here / name
+            if not name.endswith(_SESSION_SUFFIXES) or name.endswith(".trajectory.jsonl") or not path.is_file():
+                continue
+            found = fmt or sniff(path)
+            if found is not None:
+                yield _file(path, found, path.relative_to(root).as_posix() + "#")
+
+
+def _sweep(store_root: Path, sweep_id: str) -> Iterator[Input]:
+    from harness.store import Store
+
+    store = Store(store_root)
+    sweep = store.load_sweep(sweep_id)
+    for cell in sweep.cells:
+        for summary in sweep.attempts.get(cell.id, []):
+            folder = store.attempt_dir(sweep_id, cell.id, summary.attempt)
+            transcript = folder / "transcript.jsonl"
+            if transcript.is_file():
+                yield _transcript_input(transcript, f"{cell.id}/attempt-{summary.attempt}",
+                                        source=f"{sweep_id}/{cell.id}/attempt-{summary.attempt}")
+
+
+def read_source(source: str, store_root: Path, fmt: str | None = None) -> list[Input]:
+    """The inputs ``source`` names: a path (file or folder) when one exists, else a sweep id in ``store_root``."""
+    path = Path(source)
+    if path.is_dir():
+        inputs = list(_folder(path, fmt))
+        if not inputs:
+            raise ReplayError(source, "", "the folder holds no session replay can read")
+        return inputs
+    if path.exists():
+        return [_file(path, fmt)]
+    if "/" not in source and (store_root / source / "sweep.json").is_file():
+        inputs = list(_sweep(store_root, source))
+        if not inputs:
+            raise ReplayError(source, "", "the sweep holds no transcript yet")
+        return inputs
+    raise ReplayError(source, "", f"no such file or folder, and no sweep of that id under {store_root}")
