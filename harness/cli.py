@@ -583,6 +583,33 @@ def guard_verdict(file, exit_code, command) -> None:
     sys.stdout.write("\n")
 
 
+@cli.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--policy", "policies", multiple=True, metavar="P",
+              help="default, a policy file (.toml), git:REF or cmd:COMMAND; repeat to compare (default: default).")
+@click.option("--edit", "edits", multiple=True, metavar="E",
+              help="A counterfactual: SESSION:CALL=RESULT, SESSION:CALL+=TOOL:RESULT or SESSION:CALL=drop.")
+@click.option("--format", "fmt", default=None, metavar="F",
+              help="The sources' format when it cannot be told from their content (transcript, pixel-fleet, ...).")
+@click.option("--jobs", type=click.IntRange(min=1, max=256), default=None,
+              help="Worker processes (default: one per core).")
+@click.option("--all", "show_all", is_flag=True, help="Print every session's line, however many.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per (session, policy) per line.")
+@common_runs
+def replay(sources, policies, edits, fmt, jobs, show_all, as_json, runs) -> None:
+    """Replay recorded sessions (a sweep id, a folder, or session files) through guard policies, offline."""
+    from harness.importers import IMPORTERS
+    from harness.replay.command import print_progress, render_json, render_text, run_replay
+    from harness.replay.sources import TRANSCRIPT
+
+    if fmt is not None and fmt != TRANSCRIPT and fmt not in IMPORTERS:
+        raise UsageError(f"unknown --format {fmt!r}: expected one of {', '.join([TRANSCRIPT, *sorted(IMPORTERS)])}")
+    run = run_replay(sources, policies, edits, fmt, jobs, Path(_resolve(runs=runs).runs),
+                     None if as_json else print_progress)
+    for line in render_json(run) if as_json else render_text(run, show_all):
+        click.echo(line)
+
+
 @cli.group()
 def model() -> None:
     """The scripted model server (an OpenAI-compatible stand-in for a host's local model)."""

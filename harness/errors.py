@@ -121,6 +121,10 @@ class _FileKeyError(InputError):
         where = f"{file}: {key}" if key else file
         super().__init__(one_line(f"{where}: {problem}"))
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        # Rebuilt from its parts when it crosses a process boundary (a replay worker's error reaches the CLI).
+        return type(self), (self.file, self.key, self.problem)
+
 
 class InventoryError(_FileKeyError):
     """An inventory file is missing, is not TOML, or does not validate."""

@@ -1,0 +1,232 @@
+"""An external guard: a process that speaks the replay protocol on stdin/stdout (docs/replay-protocol.md).
+
+One JSON object per line each way, in lockstep: the harness sends a message, the guard answers it with exactly
+one line. A guard can be written in any language (``docs/examples/guard-budget.mjs`` is one in JavaScript), and
+``git:REF`` replays run another commit's own guard this way (``harness.replay.guard_server``), so every policy
+that is not in this process goes through this one road.
+
+A guard that exits, answers with something that is not one JSON object, answers a decision the message does not
+allow, or takes longer than ``FLEET_REPLAY_GUARD_TIMEOUT`` seconds (default 60) to answer is one ``ReplayError``
+line naming the guard, the session and the call, with the last line it wrote on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Literal
+
+from harness.errors import ReplayError, one_line
+from harness.guard.receipt import CommandRun, FileChange, latest_test, verification_status
+from harness.guard.verdict import recognize
+from harness.replay.engine import Refused, StopNote
+from harness.replay.session import RecordedResult, ReplayCall, ReplaySession
+from harness.transcript import OwnerReceipt
+
+__all__ = ["PROTOCOL", "GuardProcess", "ExternalGuard"]
+
+PROTOCOL = 1
+_FAMILIES = ("run_progress", "recursive_delete", "output_limit", "coding_loop")
+_MAX_LINE = 16 * 1024 * 1024
+
+
+def _timeout() -> float:
+    raw = os.environ.get("FLEET_REPLAY_GUARD_TIMEOUT", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ReplayError("FLEET_REPLAY_GUARD_TIMEOUT", "", f"not a number of seconds: {raw!r}") from None
+    return value if value > 0 else 60.0
+
+
+class GuardProcess:
+    """One running external guard, used for many sessions in turn."""
+
+    def __init__(self, name: str, argv: Sequence[str], policy: Mapping[str, Any] | None,
+                 env: Mapping[str, str] | None = None, cwd: str | None = None) -> None:
+        self.name = name
+        self.timeout = _timeout()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, env=dict(env) if env is not None else None, cwd=cwd)
+        except OSError as exc:
+            raise ReplayError(name, "", f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin, self.proc.stdout
+        os.set_blocking(self._out.fileno(), False)
+        self._buffer = b""
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._out, selectors.EVENT_READ)
+        self.where = "hello"
+        hello = self.ask({"type": "hello", "protocol": PROTOCOL, "policy": policy})
+        if hello.get("protocol") != PROTOCOL:
+            self.fail(f"speaks protocol {hello.get('protocol')!r}, not {PROTOCOL}")
+        self.guard_name = str(hello.get("name") or name)
+
+    def _last_stderr(self) -> str:
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - 4096))
+        lines = [line for line in self._stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+    def fail(self, problem: str) -> None:
+        err = self._last_stderr()
+        self.close()
+        raise ReplayError(self.name, self.where, problem + (f" (its stderr: {one_line(err)[:300]})" if err else ""))
+
+    def _readline(self) -> bytes:
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail(f"gave no answer in {self.timeout:g} s")
+            if not self._selector.select(left):
+                continue
+            chunk = self._out.read(1 << 16)
+            if not chunk:
+                code = self.proc.poll()
+                self.fail("closed its output" + (f" and exited {code}" if code is not None else ""))
+            self._buffer += chunk or b""
+            if len(self._buffer) > _MAX_LINE:
+                self.fail(f"answered a line of over {_MAX_LINE} bytes")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one message; its one answer, a JSON object."""
+        try:
+            self._in.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+            self._in.flush()
+        except (BrokenPipeError, OSError):
+            code = self.proc.poll()
+            self.fail("stopped reading its input" + (f" (exited {code})" if code is not None else ""))
+        raw = self._readline()
+        try:
+            answer = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.fail(f"answered a line that is not JSON: {one_line(raw.decode('utf-8', 'replace'))[:120]!r}")
+        if not isinstance(answer, dict):
+            self.fail("answered JSON that is not an object")
+        return answer
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self._in.close()
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._selector.close()
+        self._stderr.close()
+
+
+def _decision(proc: GuardProcess, answer: Mapping[str, Any], allowed: tuple[str, ...]) -> str:
+    decision = answer.get("decision")
+    if decision not in allowed:
+        proc.fail(f"answered decision {decision!r}; expected one of {', '.join(allowed)}")
+    return str(decision)
+
+
+def _text(proc: GuardProcess, answer: Mapping[str, Any], key: str, default: str = "") -> str:
+    value = answer.get(key, default)
+    if not isinstance(value, str):
+        proc.fail(f"answered {key} that is not a string")
+    return str(value)
+
+
+class ExternalGuard:
+    """One session under an external guard (the ``Guard`` protocol of ``harness.replay.engine``)."""
+
+    def __init__(self, proc: GuardProcess, session: ReplaySession) -> None:
+        self.proc = proc
+        self.session = session
+        self.events: list[FileChange | CommandRun] = []
+        self.stop_receipt: OwnerReceipt | None = None
+        self.cut_text = ""
+        self._deferrals = 0
+        proc.where = f"session {session.name}"
+        _decision(proc, proc.ask({"type": "session", "session": session.name, "prompt": session.prompt,
+                                  "workspace": session.workspace}), ("ok",))
+
+    def _stop(self, answer: Mapping[str, Any]) -> StopNote:
+        reason = _text(self.proc, answer, "reason", "stopped") or "stopped"
+        family = answer.get("family")
+        self.stop_receipt = self._receipt(answer.get("receipt"))
+        text = _text(self.proc, answer, "stop_text") if "stop_text" in answer else _text(self.proc, answer, "text")
+        return StopNote(family if family in _FAMILIES else "external", reason, text)
+
+    def _receipt(self, value: object) -> OwnerReceipt | None:
+        if value is None:
+            return None
+        try:
+            return OwnerReceipt.model_validate(value)
+        except ValueError as exc:
+            self.proc.fail(f"answered a receipt that does not validate: {one_line(str(exc))[:200]}")
+        return None
+
+    def on_round(self, number: int, calls_so_far: int) -> StopNote | None:
+        self.proc.where = f"session {self.session.name} round after call {calls_so_far}"
+        answer = self.proc.ask({"type": "round", "round": number})
+        return self._stop(answer) if _decision(self.proc, answer, ("allow", "stop")) == "stop" else None
+
+    def before_call(self, index: int, call: ReplayCall) -> Refused | None:
+        self.proc.where = f"session {self.session.name} call {index}"
+        answer = self.proc.ask({"type": "call", "call": index, "id": call.call_id, "tool": call.name,
+                                "arguments": call.arguments})
+        decision = _decision(self.proc, answer, ("allow", "refuse", "stop"))
+        if decision == "allow":
+            return None
+        text = _text(self.proc, answer, "text")
+        rule = _text(self.proc, answer, "rule", "external") or "external"
+        if decision == "refuse":
+            return Refused(rule, _text(self.proc, answer, "reason", "refused") or "refused", text)
+        stop = self._stop(answer)
+        return Refused(rule, stop.detail, text, stop)
+
+    def after_result(self, index: int, call: ReplayCall, result: RecordedResult) -> StopNote | None:
+        self.proc.where = f"session {self.session.name} call {index}"
+        answer = self.proc.ask({
+            "type": "result", "call": index, "id": call.call_id, "tool": call.name, "arguments": call.arguments,
+            "result": dict(result.view), "text": result.text, "ran": result.ran, "exit_code": result.exit_code,
+            "path": result.path, "cwd": result.cwd,
+            "test": result.test.model_dump(mode="json") if result.test is not None else None})
+        if isinstance(answer.get("deferrals"), int):
+            self._deferrals = int(answer["deferrals"])
+        return self._stop(answer) if _decision(self.proc, answer, ("allow", "stop")) == "stop" else None
+
+    def record(self, event: FileChange | CommandRun) -> None:
+        self.events.append(event)
+
+    def on_cut(self, continuing: bool) -> Literal["continue", "deliver", "report"]:
+        self.proc.where = f"session {self.session.name} cut reply"
+        answer = self.proc.ask({"type": "cut", "continuing": continuing})
+        decision = _decision(self.proc, answer, ("continue", "deliver", "report"))
+        self.cut_text = _text(self.proc, answer, "text")
+        if decision == "report":
+            self.stop_receipt = self._receipt(answer.get("receipt"))
+        return decision  # type: ignore[return-value]
+
+    def receipt(self, stop: StopNote | None, text: str, continuing: bool) -> OwnerReceipt:
+        self.proc.where = f"session {self.session.name} end"
+        answer = self.proc.ask({"type": "end", "stopped": stop is not None, "final_text": None if stop else text})
+        _decision(self.proc, answer, ("ok",))
+        given = self._receipt(answer.get("receipt")) or self.stop_receipt
+        if given is not None:
+            return given
+        if stop is not None:
+            return OwnerReceipt(status="failed", text=stop.text or self.cut_text, source="agent_guard",
+                                reasons=(stop.detail,))
+        test = latest_test(self.events)
+        verdict = recognize(test.output, test.exit_code, test.command) if test is not None and test.end else None
+        return OwnerReceipt(status=verification_status(self.events), text=text, source="model", test=verdict)
+
+    def deferrals(self) -> int:
+        return self._deferrals

@@ -1,0 +1,69 @@
+"""Replay every session under every policy, in parallel over cores (docs/replay.md).
+
+Sessions are split into chunks handed to worker processes (``--jobs``, default: the machine's cores); each worker
+starts its own guards (an external guard process per worker and policy, reused for all its sessions) and the
+outcomes come back in session order. A guard's or an input's error in a worker is the same one line as in one
+process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from harness.replay.engine import replay_session
+from harness.replay.outcome import ReplayOutcome
+from harness.replay.policies import PolicySpec
+from harness.replay.session import ReplaySession
+
+__all__ = ["replay_all", "default_jobs"]
+
+_worker_specs: list[PolicySpec] = []
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _replay_chunk(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec]) -> list[list[ReplayOutcome]]:
+    return [[replay_session(s, spec.guard_for(s), spec.name) for spec in specs] for s in sessions]
+
+
+def _init(specs: list[PolicySpec]) -> None:
+    global _worker_specs
+    _worker_specs = [spec.for_worker() for spec in specs]
+
+
+def _work(sessions: list[ReplaySession]) -> list[list[ReplayOutcome]]:
+    return _replay_chunk(sessions, _worker_specs)
+
+
+def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], jobs: int | None = None,
+               progress: Callable[[int, int], None] | None = None) -> list[list[ReplayOutcome]]:
+    """Per session (in order), its outcome under each policy (in order)."""
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+    total = len(sessions)
+    if jobs == 1 or total < 2 * jobs:
+        out = []
+        for n, session in enumerate(sessions, start=1):
+            out.extend(_replay_chunk([session], specs))
+            if progress is not None:
+                progress(n, total)
+        return out
+    size = max(1, min(256, total // (jobs * 4)))
+    chunks = [list(sessions[i:i + size]) for i in range(0, total, size)]
+    results: list[list[ReplayOutcome]] = []
+    # fork: the workers start with the sessions and policies already in memory (nothing re-imported or re-read).
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init,
+                             initargs=(list(specs),)) as pool:
+        for chunk in pool.map(_work, chunks):
+            results.extend(chunk)
+            if progress is not None:
+                progress(len(results), total)
+    return results
