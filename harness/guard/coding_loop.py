@@ -6,9 +6,10 @@ the pixel-fleet recordings: six failing ``unittest`` runs with an edit before ea
 agent's own coding-loop stop). The rule counts **failed verifications**: recognized test commands that
 ran and whose delivery verdict is ``failed`` (``harness.guard.verdict.delivery_verdict``, so a run where
 no test ran and the runner exited non-zero counts, as seed 002 has it). A passing test run resets the
-count. Once ``limit`` failed runs are counted, the next **coding call** (a command or a file change) is
-refused before it runs and the run stops, reason ``coding_loop``; the stop is sticky, so every later
-call is refused too. Reads and other tools stay allowed until then: they cannot extend the loop.
+count. Once ``limit`` failed runs are counted, the next **test run** is refused before it runs and the run
+stops, reason ``coding_loop``; the stop is sticky, so every later call is refused too. Edits and reads stay
+allowed until then, as in the recording (strixy's last edit ran, the seventh test run was refused): the
+model may still repair, but it may not verify a seventh time in the same loop.
 
 The builtin agent ships with this rule off (``GuardPolicy.coding_loop``): it is here so that a replay
 can ask what turning it on would do to what was recorded, before anyone ships it.
@@ -20,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.guard.verdict import TestVerdict, delivery_verdict
+from harness.guard.verdict import TestVerdict, delivery_verdict, is_test_command
 
-__all__ = ["CODING_TOOLS", "CODING_LOOP_REFUSAL", "CodingLoopGuard", "CodingLoopDecision"]
+__all__ = ["SHELL_TOOLS", "CODING_LOOP_REFUSAL", "CodingLoopGuard", "CodingLoopDecision"]
 
-CODING_TOOLS = frozenset({"exec", "bash", "shell", "process", "write", "edit", "apply_patch"})
-"""Calls that run a command or change a file: the ones a repair loop is made of."""
+SHELL_TOOLS = frozenset({"exec", "bash", "shell", "terminal"})
+"""Tools that run a command (``arguments.command``): where a test run comes from."""
 WRAPPER_TOOLS = frozenset({"tool_call"})
 """Tool Search transports: judged as the tool they select (``arguments["id"]``)."""
 
@@ -44,14 +45,17 @@ class CodingLoopDecision:
     """This refusal is the one that stops the run (the first)."""
 
 
-def _selected(tool: str, arguments: Mapping[str, Any] | None) -> str:
+def _test_run(tool: str, arguments: Mapping[str, Any] | None) -> bool:
+    """Whether the call would run a recognized test command (a wrapped call is judged as the tool it selects)."""
     if tool in WRAPPER_TOOLS and isinstance(arguments, Mapping) and isinstance(arguments.get("id"), str):
-        return str(arguments["id"]).rsplit(":", 1)[-1]
-    return tool
+        inner = arguments.get("args") if isinstance(arguments.get("args"), Mapping) else arguments.get("arguments")
+        return _test_run(str(arguments["id"]).rsplit(":", 1)[-1], inner if isinstance(inner, Mapping) else None)
+    command = arguments.get("command") if isinstance(arguments, Mapping) else None
+    return tool in SHELL_TOOLS and isinstance(command, str) and is_test_command(command)
 
 
 class CodingLoopGuard:
-    """Counts failed verifications; refuses the next coding call once ``limit`` are counted."""
+    """Counts failed verifications; refuses the next test run once ``limit`` are counted."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -62,7 +66,7 @@ class CodingLoopGuard:
         """Decide one call before it runs."""
         if self.stopped:
             return CodingLoopDecision(False, CODING_LOOP_REFUSAL.format(failed=self.failed))
-        if self.failed >= self.limit and _selected(tool, arguments) in CODING_TOOLS:
+        if self.failed >= self.limit and _test_run(tool, arguments):
             self.stopped = True
             return CodingLoopDecision(False, CODING_LOOP_REFUSAL.format(failed=self.failed), stops=True)
         return CodingLoopDecision(True)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from harness.errors import PolicyError
 from harness.guard.budget import DEFAULT_POLICY, INSPECTION_TOOL, BudgetPolicy, ResultTest
@@ -57,19 +57,19 @@ class _Part(BaseModel):
 
 
 class GuardSwitches(_Part):
-    budget: bool = True
-    recursive_delete: bool = True
-    output_limit: bool = True
-    coding_loop: bool = False
+    budget: StrictBool = True
+    recursive_delete: StrictBool = True
+    output_limit: StrictBool = True
+    coding_loop: StrictBool = False
 
 
 class BudgetLimits(_Part):
-    consecutive_failures: int = Field(default=DEFAULT_POLICY.consecutive_failures, ge=1)
-    total_failures: int = Field(default=DEFAULT_POLICY.total_failures, ge=1)
-    rounds_without_progress: int = Field(default=DEFAULT_POLICY.rounds_without_progress, ge=0)
-    identical_successes: int = Field(default=DEFAULT_POLICY.identical_successes, ge=0)
-    deferral: bool = DEFAULT_POLICY.deferral
-    max_deferrals: int = Field(default=DEFAULT_POLICY.max_deferrals, ge=0)
+    consecutive_failures: StrictInt = Field(default=DEFAULT_POLICY.consecutive_failures, ge=1)
+    total_failures: StrictInt = Field(default=DEFAULT_POLICY.total_failures, ge=1)
+    rounds_without_progress: StrictInt = Field(default=DEFAULT_POLICY.rounds_without_progress, ge=0)
+    identical_successes: StrictInt = Field(default=DEFAULT_POLICY.identical_successes, ge=0)
+    deferral: StrictBool = DEFAULT_POLICY.deferral
+    max_deferrals: StrictInt = Field(default=DEFAULT_POLICY.max_deferrals, ge=0)
     correctable: tuple[str, ...] = (INSPECTION_TOOL,)
     """Tools whose unmeasured failures may wait (seed 000's inspection classifier)."""
     correctable_kinds: tuple[CorrectableKind, ...] = ALL_KINDS
@@ -78,7 +78,7 @@ class BudgetLimits(_Part):
 
 
 class CodingLoopLimits(_Part):
-    failed_test_runs: int = Field(default=6, ge=1)
+    failed_test_runs: StrictInt = Field(default=6, ge=1)
 
 
 def _kind_of(result: Mapping[str, Any]) -> CorrectableKind | None:
