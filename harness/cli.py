@@ -536,6 +536,9 @@ def compare(baseline, candidate, as_json, show_all, fail_on_regressions, runs) -
     from harness.sweeplist import previous_sweep
 
     store = _store(runs)
+    if candidate == "previous":
+        raise UsageError("`previous` stands for a BASELINE (the latest earlier sweep with CANDIDATE's label); "
+                         "CANDIDATE must be a sweep id")
     cand = store.load_sweep(candidate)
     base = store.load_sweep(previous_sweep(store, cand) if baseline == "previous" else baseline)
     result = compare_sweeps(base, cand)
