@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Literal
 from xml.etree import ElementTree as ET
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from harness.checks.result import CheckStatus
 from harness.failures import classify
@@ -103,6 +103,16 @@ class PassRate(BaseModel):
     delivered: int = Field(description="Cells graded DELIVERED.")
     graded: int = Field(description="Cells with a grade, HARNESS_FAILURE included.")
     measured: int = Field(description="Cells with a grade other than HARNESS_FAILURE.")
+
+    @computed_field(description="delivered / graded; null when nothing was graded.")  # type: ignore[prop-decorator]
+    @property
+    def rate(self) -> float | None:
+        return self.delivered / self.graded if self.graded else None
+
+    @computed_field(description="delivered / measured; null when nothing was measured.")  # type: ignore[prop-decorator]
+    @property
+    def rate_without_failures(self) -> float | None:
+        return self.delivered / self.measured if self.measured else None
 
     @property
     def all(self) -> str:

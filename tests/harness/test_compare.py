@@ -19,6 +19,8 @@ from harness.store import Store
 from harness.sweeplist import list_sweeps, previous_sweep
 from tests.support import assert_one_line_error, finished_result, run_fleet, synthetic_sweep
 
+COMPUTED = {"rate", "rate_without_failures"}
+"""PassRate's computed fields, left out where a test names the counts."""
 HF = "HF"
 """An attempt the harness failed (status harness_failure, reason host_lost), as a grade list's entry."""
 HF_GRADE = "HARNESS_FAILURE"
@@ -98,8 +100,8 @@ def test_every_kind_of_change_is_told_apart_and_regressions_come_first(tmp_path:
     # Harness failures stay out of the paired test: b and c are the regressions and improvements only.
     assert (result.test.b, result.test.c) == (1, 2)
     # The rates are the report's: 11 cells each; the baseline's cell 0/6 is a harness failure.
-    assert result.baseline.rate.model_dump() == {"delivered": 5, "graded": 11, "measured": 10}
-    assert result.candidate.rate.model_dump() == {"delivered": 4, "graded": 10, "measured": 8}
+    assert result.baseline.rate.model_dump(exclude=COMPUTED) == {"delivered": 5, "graded": 11, "measured": 10}
+    assert result.candidate.rate.model_dump(exclude=COMPUTED) == {"delivered": 4, "graded": 10, "measured": 8}
     assert {s.name: (s.counts.regressed, s.counts.improved, s.counts.gone, s.counts.new) for s in result.per_host} == {
         "host0": (1, 1, 0, 0), "host1": (0, 1, 1, 1)}
     assert [(s.name, s.counts.unmeasured) for s in result.per_agent] == [("builtin", 4)]
@@ -110,7 +112,7 @@ def test_the_rates_are_the_reports(tmp_path: Path) -> None:
     sweep = _write(store, _sweep("20261201-000000-a", items=6), {
         _id(0, 1): ["DELIVERED"], _id(0, 2): [HF], _id(0, 3): [HF_GRADE], _id(0, 4): ["PARTIAL"], _id(0, 5): [""]})
     report = pass_rate(r.grade for r in cell_results(store, sweep))
-    assert report.model_dump() == {"delivered": 1, "graded": 4, "measured": 2}
+    assert report.model_dump(exclude=COMPUTED) == {"delivered": 1, "graded": 4, "measured": 2}
     assert compare_sweeps(sweep, sweep).baseline.rate == report
     assert list_sweeps(store).sweeps[0].rate == report
     # And the report shows that rate for the sweep's one host.
@@ -233,7 +235,8 @@ def test_without_a_threshold_regressions_exit_0(tmp_path: Path) -> None:
     assert [(r["item"], r["change"]) for r in data["rows"]] == [
         ("01-item", "regressed"), ("02-item", "regressed"), ("03-item", "improved"), ("04-item", "unchanged")]
     assert data["rows"][0]["baseline"]["reps"] == [{"rep": 1, "grade": "DELIVERED", "measured": True, "passed": True}]
-    assert data["baseline"]["rate"] == {"delivered": 3, "graded": 4, "measured": 4}
+    assert data["baseline"]["rate"] == {"delivered": 3, "graded": 4, "measured": 4, "rate": 0.75,
+                                        "rate_without_failures": 0.75}
 
 
 @pytest.mark.parametrize("args", [
@@ -291,7 +294,7 @@ def test_sweeps_lists_newest_first_with_labels_limits_and_rates(tmp_path: Path) 
     first = listing.sweeps[2]
     assert (first.hosts, first.items, first.agents, first.cells, first.status) == (["host0", "host1"], 3, ["builtin"], 6,
                                                                                  "finished")
-    assert first.rate.model_dump() == {"delivered": 1, "graded": 2, "measured": 1}
+    assert first.rate.model_dump(exclude=COMPUTED) == {"delivered": 1, "graded": 2, "measured": 1}
     assert [s.id for s in list_sweeps(store, label="c").sweeps] == ["20261201-020000-c", "20261201-010000-c"]
     assert [s.id for s in list_sweeps(store, label="c", limit=1).sweeps] == ["20261201-020000-c"]
     assert list_sweeps(store, label="none").sweeps == []
@@ -311,7 +314,8 @@ def test_sweeps_lists_newest_first_with_labels_limits_and_rates(tmp_path: Path) 
     assert js.returncode == 0, js.stderr
     data = json.loads(js.stdout)
     assert data["schema_version"] == 1 and [s["id"] for s in data["sweeps"]] == ["20261201-020000-c"]
-    assert data["sweeps"][0]["rate"] == {"delivered": 0, "graded": 0, "measured": 0}
+    assert data["sweeps"][0]["rate"] == {"delivered": 0, "graded": 0, "measured": 0, "rate": None,
+                                         "rate_without_failures": None}
     empty = run_fleet("sweeps", "--runs", str(tmp_path / "nothing"), cwd=tmp_path)
     assert (empty.returncode, empty.stdout) == (0, "no sweeps\n")
     assert_one_line_error(run_fleet("sweeps", "--limit", "0", "--runs", str(store.root), cwd=tmp_path))

@@ -65,5 +65,6 @@ def test_compare_shows_the_item_a_changed_demo_script_made_regress(tmp_path: Pat
     sweeps = json.loads(listing.stdout)["sweeps"]
     assert [(s["id"], s["label"], s["status"], s["items"], s["hosts"]) for s in sweeps] == [
         (b, "demo", "finished", 2, ["local"]), (a, "demo", "finished", 2, ["local"])]
-    assert [s["rate"] for s in sweeps] == [{"delivered": 1, "graded": 2, "measured": 2},
-                                           {"delivered": 2, "graded": 2, "measured": 2}]
+    assert [s["rate"] for s in sweeps] == [
+        {"delivered": 1, "graded": 2, "measured": 2, "rate": 0.5, "rate_without_failures": 0.5},
+        {"delivered": 2, "graded": 2, "measured": 2, "rate": 1.0, "rate_without_failures": 1.0}]
