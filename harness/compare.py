@@ -31,6 +31,7 @@ __all__ = [
     "CHANGES",
     "Change",
     "State",
+    "RepGrade",
     "Side",
     "CompareRow",
     "Counts",
