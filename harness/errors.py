@@ -26,6 +26,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
     ├── SweepInterrupted             exit 130 Ctrl-C, SIGTERM or SIGHUP stopped a sweep; names the id to resume
     ├── NothingMeasured              exit 3   the sweep ran, but every cell ended in a harness failure
     ├── GradeGate                    exit 4   a cell's grade is one of those given to --fail-on
+    ├── RegressionGate               exit 4   fleet compare found more regressions than --fail-on-regressions
     └── InfrastructureError                   the fleet failed, not the model: graded HARNESS_FAILURE
         ├── HostUnreachable                   SSH refused, timed out, DNS, auth failed
         ├── HostKeyMismatch                   the host's key is not the pinned one; nothing ran
@@ -71,6 +72,7 @@ __all__ = [
     "SweepInterrupted",
     "NothingMeasured",
     "GradeGate",
+    "RegressionGate",
     "InfrastructureError",
     "HostUnreachable",
     "HostKeyMismatch",
@@ -204,6 +206,12 @@ class NothingMeasured(FleetError):
 
 class GradeGate(FleetError):
     """``--fail-on``: at least one cell's grade is one of the grades the user gates on."""
+
+    exit_code = 4
+
+
+class RegressionGate(FleetError):
+    """``fleet compare --fail-on-regressions N``: more than N cell groups regressed from the baseline."""
 
     exit_code = 4
 

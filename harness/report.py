@@ -11,10 +11,10 @@ import json
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import Iterable, Literal
 from xml.etree import ElementTree as ET
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from harness.checks.result import CheckStatus
 from harness.failures import classify
@@ -23,7 +23,7 @@ from harness.recordfile import read_optional
 from harness.records import AttemptMeta, AttemptStatus, SweepRecord, read_meta
 from harness.store import Store, atomic_write
 
-__all__ = ["write_report", "cell_results", "CellRow", "CheckLine"]
+__all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate"]
 
 GRADES = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE")
 
@@ -90,15 +90,53 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
     return rows
 
 
+PASS_GRADE = "DELIVERED"
+"""The one grade that is a pass, in the report's rates and in ``fleet compare`` and ``fleet sweeps``."""
+
+
+class PassRate(BaseModel):
+    """A pass rate both ways: DELIVERED over every graded cell, and over the graded cells that were not a harness
+    failure (the fleet's fault stays out of the model's rate). A cell not graded yet is in neither."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delivered: int = Field(description="Cells graded DELIVERED.")
+    graded: int = Field(description="Cells with a grade, HARNESS_FAILURE included.")
+    measured: int = Field(description="Cells with a grade other than HARNESS_FAILURE.")
+
+    @computed_field(description="delivered / graded; null when nothing was graded.")  # type: ignore[prop-decorator]
+    @property
+    def rate(self) -> float | None:
+        return self.delivered / self.graded if self.graded else None
+
+    @computed_field(description="delivered / measured; null when nothing was measured.")  # type: ignore[prop-decorator]
+    @property
+    def rate_without_failures(self) -> float | None:
+        return self.delivered / self.measured if self.measured else None
+
+    @property
+    def all(self) -> str:
+        return _pct(self.delivered, self.graded)
+
+    @property
+    def without_failures(self) -> str:
+        return _pct(self.delivered, self.measured)
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "-"
+
+
+def pass_rate(grades: Iterable[str]) -> PassRate:
+    """The pass rate of cells whose grades (a CellRow's ``grade``: '' when not graded) are ``grades``."""
+    graded = [g for g in grades if g]
+    return PassRate(delivered=sum(1 for g in graded if g == PASS_GRADE), graded=len(graded),
+                    measured=sum(1 for g in graded if g != "HARNESS_FAILURE"))
+
+
 def _rate(rows: list[CellRow]) -> str:
-    graded = [r for r in rows if r.grade]
-    real = [r for r in graded if r.grade != "HARNESS_FAILURE"]
-
-    def pct(part: int, whole: int) -> str:
-        return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "-"
-
-    delivered = sum(1 for r in graded if r.grade == "DELIVERED")
-    return f"{pct(delivered, len(graded))} | {pct(delivered, len(real))}"
+    rate = pass_rate(r.grade for r in rows)
+    return f"{rate.all} | {rate.without_failures}"
 
 
 def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:

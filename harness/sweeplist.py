@@ -1,0 +1,126 @@
+"""``fleet sweeps``: the sweeps of a results directory, newest first; and ``previous`` for ``fleet compare``.
+
+What is read, and why it stays fast with hundreds of sweeps: the order and the labels come from the index's
+``sweeps`` table (``runs/index.sqlite``, one row per sweep, written when the sweep is planned), read once,
+read-only; a sweep the index lacks (a results directory copied without it, a damaged index) has its sweep.json
+read instead. Then only the sweeps shown are loaded (snapshot and journal, as ``fleet status`` does), newest
+first, until ``--limit`` rows are made: the work is one pass over the listing plus the sweeps shown.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.compare import sweep_rate
+from harness.errors import UsageError
+from harness.records import SweepRecord
+from harness.report import PassRate
+from harness.store import Store
+
+__all__ = ["SWEEPS_SCHEMA_VERSION", "SweepKey", "SweepLine", "SweepList", "sweep_keys", "list_sweeps", "previous_sweep"]
+
+SWEEPS_SCHEMA_VERSION: Final = 1
+"""The version of ``fleet sweeps --json``'s object (docs/compare.md)."""
+
+
+class SweepKey(BaseModel):
+    """What orders and filters the listing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    label: str
+    created_at: str
+
+
+class SweepLine(BaseModel):
+    """One sweep of ``fleet sweeps``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    label: str
+    created_at: str = Field(description="When it was planned (UTC, ISO 8601).")
+    status: str = Field(description="planned, running, finished or interrupted (a sweep marked running whose "
+                        "coordinator is gone shows interrupted, as fleet status says).")
+    hosts: list[str]
+    items: int = Field(description="How many items it planned.")
+    agents: list[str]
+    cells: int
+    rate: PassRate = Field(description="Its pass rate as fleet report computes it (last attempt of each cell).")
+
+
+class SweepList(BaseModel):
+    """``fleet sweeps --json``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SWEEPS_SCHEMA_VERSION
+    sweeps: list[SweepLine] = Field(description="Newest first.")
+
+
+def _indexed(store: Store) -> dict[str, SweepKey]:
+    """The index's sweeps rows, opened read-only (listing must work on a read-only copy, and must never create
+    an index); a missing or unreadable index is no index."""
+    path = store.root / "index.sqlite"
+    if not path.is_file():
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT id, label, created_at FROM sweeps").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+    return {r[0]: SweepKey(id=r[0], label=r[1] or "", created_at=r[2] or "") for r in rows
+            if isinstance(r[0], str) and isinstance(r[2], str)}
+
+
+def sweep_keys(store: Store) -> list[SweepKey]:
+    """Every sweep of the results directory, newest first (by created_at, then id)."""
+    indexed = _indexed(store)
+    keys = []
+    for sweep_id in store.list_sweeps():
+        key = indexed.get(sweep_id)
+        if key is None:
+            rec = store.load_sweep(sweep_id)
+            key = SweepKey(id=rec.id, label=rec.label, created_at=rec.created_at)
+        keys.append(key)
+    keys.sort(key=lambda k: (k.created_at, k.id), reverse=True)
+    return keys
+
+
+def _line(store: Store, rec: SweepRecord) -> SweepLine:
+    status = rec.status
+    if status in ("planned", "running") and not store.is_being_written(rec.id):
+        status = "interrupted"
+    return SweepLine(id=rec.id, label=rec.label, created_at=rec.created_at, status=status, hosts=sorted(rec.hosts),
+                     items=len(rec.items), agents=sorted({c.agent for c in rec.cells}), cells=len(rec.cells),
+                     rate=sweep_rate(rec))
+
+
+def list_sweeps(store: Store, label: str | None = None, limit: int | None = None) -> SweepList:
+    """The sweeps, newest first, only those labelled ``label`` if given, at most ``limit``."""
+    lines: list[SweepLine] = []
+    for key in sweep_keys(store):
+        if limit is not None and len(lines) >= limit:
+            break
+        if label is not None and key.label != label:
+            continue
+        lines.append(_line(store, store.load_sweep(key.id)))
+    return SweepList(sweeps=lines)
+
+
+def previous_sweep(store: Store, candidate: SweepRecord) -> str:
+    """``previous``: the latest sweep planned before ``candidate`` with the same label."""
+    if not candidate.label:
+        raise UsageError(f"sweep {candidate.id} has no label: `previous` means the latest earlier sweep with the same "
+                         "label; name the baseline's id")
+    for key in sweep_keys(store):
+        if key.label == candidate.label and (key.created_at, key.id) < (candidate.created_at, candidate.id):
+            return key.id
+    raise UsageError(f"no sweep labelled {candidate.label!r} was planned before {candidate.id}")
