@@ -35,6 +35,7 @@ Not seen (documented limits): a deletion inside a script file the command runs (
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Mapping
@@ -541,6 +542,13 @@ def find_recursive_delete(command: str) -> str | None:
     """The fragment of ``command`` that deletes recursively, or None when nothing does."""
     if not isinstance(command, str) or not command.strip():
         return None
+    return _find_cached(command)
+
+
+@functools.lru_cache(maxsize=4096)
+def _find_cached(command: str) -> str | None:
+    # A pure function of the text, and the dearest step of a call's check (a shell read): a run repeats its
+    # commands (the same test, the same listing), and a replay of many runs repeats them again.
     return _find(command, 0)
 
 

@@ -41,6 +41,7 @@ failures, errors, unexpected successes and cancelled tests. An ad-hoc script rep
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -485,8 +486,10 @@ def _segments(command: str) -> list[list[str]]:
     return [words for words in (_words_of(part) for part in _SEGMENT_SPLIT.split(command)) if words]
 
 
+@functools.lru_cache(maxsize=4096)
 def is_test_command(command: str) -> bool:
-    """Whether a shell command runs tests (any segment of a chain or pipeline)."""
+    """Whether a shell command runs tests (any segment of a chain or pipeline). Cached: a pure function of the text,
+    asked again for every command of a run each time a receipt is built."""
     return any(_classify(words)[0] for words in _segments(command))
 
 

@@ -94,7 +94,8 @@ def _line(o: ReplayOutcome, width: int, policy_width: int) -> str:
     if o.unrecorded_call is not None:
         what = (f"call {o.unrecorded_call} would run, but the recording holds no result for it: "
                 f"--edit {o.session}:{o.unrecorded_call}=RESULT") if o.unrecorded_call <= o.calls else (
-            "goes on past the recording's own stop, which holds nothing after it")
+            f"goes on past the end of the recording (its agent's own stop, or a run that ended without an answer): "
+            f"nothing after call {o.calls} was recorded")
         return f"{o.session:<{width}}  {o.policy:<{policy_width}}  {what}"
     stop = describe_stop(o) if o.stopped else "ran to the end"
     refused = _calls(o.refused_calls)

@@ -21,6 +21,8 @@ from harness.replay.session import ReplaySession
 __all__ = ["replay_all", "default_jobs"]
 
 _worker_specs: list[PolicySpec] = []
+_shared_sessions: Sequence[ReplaySession] = ()
+"""Set before the pool forks: the workers read their chunks from here, so no session is pickled to them."""
 
 
 def default_jobs() -> int:
@@ -39,8 +41,8 @@ def _init(specs: list[PolicySpec]) -> None:
     _worker_specs = [spec.for_worker() for spec in specs]
 
 
-def _work(sessions: list[ReplaySession]) -> list[list[ReplayOutcome]]:
-    return _replay_chunk(sessions, _worker_specs)
+def _work(span: tuple[int, int]) -> list[list[ReplayOutcome]]:
+    return _replay_chunk(_shared_sessions[span[0]:span[1]], _worker_specs)
 
 
 def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], jobs: int | None = None,
@@ -55,15 +57,21 @@ def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], j
             if progress is not None:
                 progress(n, total)
         return out
+    global _shared_sessions
     size = max(1, min(256, total // (jobs * 4)))
-    chunks = [list(sessions[i:i + size]) for i in range(0, total, size)]
+    spans = [(i, min(total, i + size)) for i in range(0, total, size)]
     results: list[list[ReplayOutcome]] = []
-    # fork: the workers start with the sessions and policies already in memory (nothing re-imported or re-read).
+    # fork: the workers start with the sessions and policies already in memory (nothing re-imported, re-read or
+    # pickled on the way in); only the outcomes travel back.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init,
-                             initargs=(list(specs),)) as pool:
-        for chunk in pool.map(_work, chunks):
-            results.extend(chunk)
-            if progress is not None:
-                progress(len(results), total)
+    _shared_sessions = sessions
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init,
+                                 initargs=(list(specs),)) as pool:
+            for chunk in pool.map(_work, spans):
+                results.extend(chunk)
+                if progress is not None:
+                    progress(len(results), total)
+    finally:
+        _shared_sessions = ()
     return results

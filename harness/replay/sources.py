@@ -93,22 +93,27 @@ def sniff(path: Path) -> str | None:
         line: Any = json.loads(first)
     except json.JSONDecodeError:
         line = None  # a JSON document over several lines (pixel-fleet, an OpenCode export)
-    if isinstance(line, dict) and "\n" in text.rstrip():
-        if line.get("event") == "run_start" and "schema_version" in line:
-            return TRANSCRIPT
-        if line.get("type") == "session":
-            return "openclaw-jsonl"
-        if line.get("type") in _OPENCODE_EVENTS and ("part" in line or "sessionID" in line):
-            return "opencode"
-        if "messages" in line or ("model" in line and "source" in line):
-            return "hermes"
-    keys = set(_top_keys(path))
-    if "info" in keys and "messages" in keys:
-        return "opencode"
-    if "calls" in keys or "sessions" in keys:
+    if isinstance(line, dict):
+        found = _by_keys(line)
+        if found is not None:
+            return found
+    return _by_keys(dict.fromkeys(_top_keys(path))) if line is None else None
+
+
+def _by_keys(obj: dict[str, Any]) -> str | None:
+    """The format a JSON object (a JSONL file's first line, or a whole JSON document) belongs to."""
+    if obj.get("event") == "run_start" and "schema_version" in obj:
+        return TRANSCRIPT
+    if obj.get("type") == "session":
+        return "openclaw-jsonl"
+    if obj.get("type") in _OPENCODE_EVENTS and "sessionID" in obj:
+        return "opencode"  # the event stream of `opencode run --format json`
+    if "info" in obj and "messages" in obj:
+        return "opencode"  # `opencode export`
+    if "messages" in obj and "source" in obj:
+        return "hermes"  # `hermes sessions export`
+    if "calls" in obj or "sessions" in obj:
         return "pixel-fleet"
-    if isinstance(line, dict) and line.get("event") == "run_start":
-        return TRANSCRIPT  # a transcript of one event
     return None
 
 
