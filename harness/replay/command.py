@@ -150,7 +150,7 @@ def render_text(run: ReplayRun, show_all: bool = False) -> list[str]:
     rate = run.calls / run.seconds if run.seconds > 0 else 0.0
     out.append("")
     out.append(f"replayed {sessions} session{'s' if sessions != 1 else ''} x {len(run.policies)} "
-               f"polic{'ies' if len(run.policies) != 1 else 'y'} ({run.calls} calls) in {run.seconds:.2f} s"
+               f"polic{'ies' if len(run.policies) != 1 else 'y'} ({run.calls} calls) in {run.seconds:.3f} s"
                + (f", {rate:,.0f} calls/s" if rate else ""))
     return out
 
