@@ -10,6 +10,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from harness.replay.differ import differences
 from harness.replay.edits import apply_edits, parse_edit
 from harness.replay.engine import SessionGuard, replay_session
 from harness.replay.outcome import ReplayOutcome
-from harness.replay.session import ReplaySession
+from harness.replay.session import ReplayRound, ReplaySession
 from harness.replay.sources import read_source, sniff
 from tests.fixtures import PIXEL_FLEET
 from tests.support import REPO
@@ -346,3 +347,78 @@ def test_the_sweep_source_needs_a_real_sweep_id_not_a_path_lookalike(tmp_path: P
     out = fleet("../etc", "--runs", str(tmp_path))
     assert out.returncode == 2 and "no such file or folder" in out.stderr
 
+
+
+# --- both transports: direct calls and Tool Search envelopes ----------------------------------------------------
+
+def _other_transport(session: ReplaySession) -> ReplaySession:
+    """Every direct call wrapped in a Tool Search envelope (its failure inside, the envelope's isError false, as
+    OpenClaw persists it), and every wrapped call unwrapped to the tool it selects."""
+    rounds = []
+    for rnd in session.rounds:
+        calls = []
+        for c in rnd.calls:
+            args, view = dict(c.arguments or {}), dict(c.result.view) if c.result is not None else None
+            if c.name == "tool_call":
+                inner = (view or {}).get("details", {}).get("result") if view else None
+                new = replace(c, name=str(args["id"]), arguments=args.get("args", {}))
+                if c.result is not None and isinstance(inner, dict):
+                    new = replace(new, result=replace(c.result, view=inner))
+            else:
+                new = replace(c, name="tool_call", arguments={"id": c.name, "args": args})
+                if c.result is not None and view is not None:
+                    envelope = {"isError": False, "details": {"tool": {"name": c.name}, "result": view}}
+                    new = replace(new, result=replace(c.result, view=envelope))
+            calls.append(new)
+        rounds.append(replace(rnd, calls=tuple(calls)))
+    return replace(session, rounds=tuple(rounds))
+
+
+@pytest.mark.parametrize("policy", [NO_DEFERRAL, DEFAULT], ids=["no-deferral", "default"])
+@pytest.mark.parametrize("label", ["strixy-r107", "mac-mini-r106", "windows-laptop-wsl-beta-r107"])
+def test_the_same_stops_whichever_transport_carried_the_calls(label: str, policy: GuardPolicy) -> None:
+    """strixy and the laptop called through Tool Search, mac-mini directly (seed 000): the replay's accounting is
+    the same both ways, including a failure the envelope hides (persisted isError false)."""
+    edits = [parse_edit(f"strixy-r107:12={json.dumps(strixy_12_result())}"),
+             parse_edit(f"mac-mini-r106:13={json.dumps(mac_13_result())}")]
+    session = {s.name: s for s in apply_edits(list(sessions(ROUNDS).values()), edits)}[label]
+    other = _other_transport(session)
+    assert [c.name for c in other.calls] != [c.name for c in session.calls]
+    a, b = replay(session, policy), replay(other, policy)
+    assert (a.stop_call, a.stop_detail, a.refused_calls, a.deferrals) == (
+        b.stop_call, b.stop_detail, b.refused_calls, b.deferrals)
+
+
+# --- sibling calls of one reply, in either order (seed 003) ---------------------------------------------------
+
+def _tower2_with_siblings(order: list[str]) -> ReplaySession:
+    """tower2 with its passing test (#9) and a write made siblings in one reply, in ``order``, before the refused
+    delete: the pass shared its window with a call that could change the workspace."""
+    (session,) = sessions(TOWER2).values()
+    calls = session.calls
+    test = calls[8]
+    write = next(c for c in calls if c.name == "write" and c.result is not None and c.result.ran)
+    extra = replace(write, call_id="sibling-write")
+    pair = {"test": test, "write": extra}
+    rounds = [replace(r, number=i + 1) for i, r in enumerate(session.rounds) if r.calls and r.calls[0] is not test]
+    at = next(i for i, r in enumerate(rounds) if r.calls[0] is calls[9])
+    rounds.insert(at, ReplayRound(number=100, calls=tuple(pair[name] for name in order)))
+    return replace(session, rounds=tuple(rounds))
+
+
+@pytest.mark.parametrize("order", [["write", "test"], ["test", "write"]])
+def test_a_pass_that_shared_its_reply_with_a_write_is_overlapped_in_either_order(order: list[str]) -> None:
+    outcome = replay(_tower2_with_siblings(order))
+    assert outcome.stop_reason == "recursive_delete" and outcome.receipt_status == "failed"
+    assert "another tool call or command ran at the same time" in (outcome.delivered or "")
+
+
+def test_the_same_write_in_its_own_reply_before_the_test_keeps_the_pass_current() -> None:
+    session = _tower2_with_siblings(["write", "test"])
+    rounds = list(session.rounds)
+    at = next(i for i, r in enumerate(rounds) if r.number == 100)
+    write, test = rounds[at].calls
+    rounds[at:at + 1] = [ReplayRound(number=100, calls=(write,)), ReplayRound(number=101, calls=(test,))]
+    outcome = replay(replace(session, rounds=tuple(rounds)))
+    assert outcome.receipt_status == "passed" and outcome.delivered is not None
+    assert "no tool call that could change the workspace ran after it" in outcome.delivered
