@@ -91,6 +91,7 @@ class GuardProcess:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
+                self.proc.kill()  # it is not reading either: no grace period to wait out
                 self.fail(f"gave no answer in {self.timeout:g} s")
             if not self._selector.select(left):
                 continue
