@@ -171,9 +171,16 @@ class ExternalGuard:
     def _stop(self, answer: Mapping[str, Any]) -> StopNote:
         reason = _text(self.proc, answer, "reason", "stopped") or "stopped"
         family = answer.get("family")
-        self.stop_receipt = self._receipt(answer.get("receipt"))
+        self._keep_receipt(answer)
         text = _text(self.proc, answer, "stop_text") if "stop_text" in answer else _text(self.proc, answer, "text")
         return StopNote(family if family in _FAMILIES else "external", reason, text)
+
+    def _keep_receipt(self, answer: Mapping[str, Any]) -> None:
+        # The first stop is the run's (the engine keeps the first), so its receipt is kept: a later answer (a
+        # call after the stop, answered stop again) neither replaces nor clears it.
+        given = self._receipt(answer.get("receipt"))
+        if self.stop_receipt is None:
+            self.stop_receipt = given
 
     def _receipt(self, value: object) -> OwnerReceipt | None:
         if value is None:
@@ -223,7 +230,7 @@ class ExternalGuard:
         decision = _decision(self.proc, answer, ("continue", "deliver", "report"))
         self.cut_text = _text(self.proc, answer, "text")
         if decision == "report":
-            self.stop_receipt = self._receipt(answer.get("receipt"))
+            self._keep_receipt(answer)
         return decision  # type: ignore[return-value]
 
     def receipt(self, stop: StopNote | None, text: str, continuing: bool) -> OwnerReceipt:
@@ -237,8 +244,9 @@ class ExternalGuard:
         if given is not None:
             return given
         if stop is not None:
-            return OwnerReceipt(status="failed", text=stop.text or self.cut_text, source="agent_guard",
-                                reasons=(stop.detail,))
+            # A reported cut: the guard's text for it, when it gave one (the stop's own text is the harness's).
+            shown = self.cut_text if stop.reason == "output_limit" and self.cut_text else stop.text
+            return OwnerReceipt(status="failed", text=shown, source="agent_guard", reasons=(stop.detail,))
         test = latest_test(self.events)
         verdict = recognize(test.output, test.exit_code, test.command) if test is not None and test.end else None
         return OwnerReceipt(status=verification_status(self.events), text=text, source="model", test=verdict)
