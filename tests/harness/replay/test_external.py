@@ -340,3 +340,18 @@ def test_the_shipped_guard_answers_a_message_it_cannot_use_with_an_error_and_goe
     assert "before any session" in answers[1]["text"]
     assert "missing field 'id'" in answers[4]["text"]
     assert answers[2]["protocol"] == 1
+
+
+def test_a_recording_with_a_lone_surrogate_reaches_an_external_guard(tmp_path: Path) -> None:
+    # A transcript may hold "\ud800" (JSON allows the escape); it cannot be UTF-8, so its line goes escaped, and
+    # the JavaScript guard reads it. (Before, the harness's own write of the line was a traceback.)
+    imported = run_fleet("import", "pixel-fleet", str(FIXTURES / "photo-renamer-bfb62a2b.json"), "--out",
+                         str(tmp_path / "imported"), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    [transcript] = (tmp_path / "imported").rglob("transcript.jsonl")
+    text = transcript.read_text(encoding="utf-8")
+    assert text.count('"python3 --version"') >= 1
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(text.replace('"python3 --version"', '"python3 --version \\ud800"'), encoding="utf-8")
+    [o] = replay_json(str(odd), "--policy", js_policy(), cwd=tmp_path)
+    assert (o.stop_call, o.stop_reason) == expected_js("photo-renamer-bfb62a2b.json", 4)[:2]
