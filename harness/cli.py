@@ -704,8 +704,9 @@ def replay(sources, policies, edits, fmt, jobs, show_all, as_json, runs) -> None
 
     if fmt is not None and fmt != TRANSCRIPT and fmt not in IMPORTERS:
         raise UsageError(f"unknown --format {fmt!r}: expected one of {', '.join([TRANSCRIPT, *sorted(IMPORTERS)])}")
-    run = run_replay(sources, policies, edits, fmt, jobs, Path(_resolve(runs=runs).runs),
-                     None if as_json else print_progress)
+    settings = _resolve(runs=runs)
+    run = run_replay(sources, policies, edits, fmt, jobs, Path(settings.runs), None if as_json else print_progress,
+                     guard_timeout=settings.replay_guard_timeout_s)
     for line in render_json(run) if as_json else render_text(run, show_all):
         click.echo(line)
 

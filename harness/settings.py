@@ -199,6 +199,11 @@ class Settings:
         None, env="FLEET_LOG_FILE", flag="--log-file", read_by="coordinator", parse=_path, default_text="none",
         doc="A file that sweep, rerun and resume append their log to (the resolved settings first).")
     """Where sweep, rerun and resume append their log."""
+    replay_guard_timeout_s: float = _setting(
+        60.0, env="FLEET_REPLAY_GUARD_TIMEOUT", read_by="coordinator", parse=_seconds,
+        doc="Seconds an external replay guard (fleet replay --policy cmd:... or git:...) has to answer each message "
+            "of the replay protocol (docs/replay-protocol.md), else the replay stops with one error line.")
+    """How long ``fleet replay`` waits for each answer of an external guard."""
 
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
     """Where each setting's value came from (not a setting itself)."""

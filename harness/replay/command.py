@@ -43,7 +43,7 @@ def _check_recorded(inputs: Sequence[Input]) -> None:
 
 def run_replay(sources: Sequence[str], policies: Sequence[str], edits: Sequence[str], fmt: str | None,
                jobs: int | None, store_root: Path,
-               progress: Callable[[int, int], None] | None = None) -> ReplayRun:
+               progress: Callable[[int, int], None] | None = None, guard_timeout: float = 60.0) -> ReplayRun:
     parsed = [parse_edit(text) for text in edits]  # bad edits fail before anything is read
     inputs = [item for source in sources for item in read_source(source, store_root, fmt)]
     _check_recorded(inputs)
@@ -58,7 +58,7 @@ def run_replay(sources: Sequence[str], policies: Sequence[str], edits: Sequence[
     specs: list[PolicySpec] = []
     try:
         for text in policies or ["default"]:
-            specs.append(resolve_policy(text))
+            specs.append(resolve_policy(text, guard_timeout))
         seen: dict[str, int] = {}
         for spec in specs:
             seen[spec.name] = seen.get(spec.name, 0) + 1

@@ -6,8 +6,9 @@ one line. A guard can be written in any language (``docs/examples/guard-budget.m
 that is not in this process goes through this one road.
 
 A guard that exits, answers with something that is not one JSON object, answers a decision the message does not
-allow, or takes longer than ``FLEET_REPLAY_GUARD_TIMEOUT`` seconds (default 60) to answer is one ``ReplayError``
-line naming the guard, the session and the call, with the last line it wrote on stderr.
+allow, reports an error (``{"decision": "error", "text": ...}``), or takes longer than the replay's guard timeout
+(``FLEET_REPLAY_GUARD_TIMEOUT``, default 60 s) to answer is one ``ReplayError`` line naming the guard, the session
+and the call, with the last line it wrote on stderr.
 """
 
 from __future__ import annotations
@@ -28,29 +29,33 @@ from harness.replay.engine import Refused, StopNote
 from harness.replay.session import RecordedResult, ReplayCall, ReplaySession
 from harness.transcript import OwnerReceipt
 
-__all__ = ["PROTOCOL", "GuardProcess", "ExternalGuard"]
+__all__ = ["PROTOCOL", "DEFAULT_TIMEOUT", "GuardProcess", "ExternalGuard", "encode_line"]
 
 PROTOCOL = 1
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a guard has to answer one message (the ``replay_guard_timeout_s`` setting's default)."""
 _FAMILIES = ("run_progress", "recursive_delete", "output_limit", "coding_loop")
 _MAX_LINE = 16 * 1024 * 1024
 
 
-def _timeout() -> float:
-    raw = os.environ.get("FLEET_REPLAY_GUARD_TIMEOUT", "60")
+def encode_line(value: Mapping[str, Any]) -> bytes:
+    """One protocol line: the object as UTF-8 JSON and a newline. A string that is not valid Unicode (a lone
+    surrogate a recording can hold as ``\\ud800``) cannot be UTF-8, so then the whole line is written with
+    ``\\u`` escapes instead: still UTF-8 (ASCII), and it reads back as the same value."""
     try:
-        value = float(raw)
-    except ValueError:
-        raise ReplayError("FLEET_REPLAY_GUARD_TIMEOUT", "", f"not a number of seconds: {raw!r}") from None
-    return value if value > 0 else 60.0
+        return json.dumps(value, ensure_ascii=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True).encode("ascii") + b"\n"
 
 
 class GuardProcess:
     """One running external guard, used for many sessions in turn."""
 
     def __init__(self, name: str, argv: Sequence[str], policy: Mapping[str, Any] | None,
-                 env: Mapping[str, str] | None = None, cwd: str | None = None) -> None:
+                 env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.name = name
-        self.timeout = _timeout()
+        self.timeout = timeout
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -86,12 +91,16 @@ class GuardProcess:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
+                self.proc.kill()  # it is not reading either: no grace period to wait out
                 self.fail(f"gave no answer in {self.timeout:g} s")
             if not self._selector.select(left):
                 continue
             chunk = self._out.read(1 << 16)
             if not chunk:
-                code = self.proc.poll()
+                try:  # its output closed: it is exiting, so wait a moment for the code the line can name
+                    code: int | None = self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    code = None
                 self.fail("closed its output" + (f" and exited {code}" if code is not None else ""))
             self._buffer += chunk or b""
             if len(self._buffer) > _MAX_LINE:
@@ -102,14 +111,14 @@ class GuardProcess:
     def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Send one message; its one answer, a JSON object."""
         try:
-            self._in.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+            self._in.write(encode_line(message))
             self._in.flush()
         except (BrokenPipeError, OSError):
             code = self.proc.poll()
             self.fail("stopped reading its input" + (f" (exited {code})" if code is not None else ""))
         raw = self._readline()
         try:
-            answer = json.loads(raw)
+            answer = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             self.fail(f"answered a line that is not JSON: {one_line(raw.decode('utf-8', 'replace'))[:120]!r}")
         if not isinstance(answer, dict):
@@ -130,6 +139,9 @@ class GuardProcess:
 
 def _decision(proc: GuardProcess, answer: Mapping[str, Any], allowed: tuple[str, ...]) -> str:
     decision = answer.get("decision")
+    if decision == "error":  # any message may be answered so: the guard cannot go on, and says why
+        text = answer.get("text")
+        proc.fail("reported an error" + (f": {one_line(text)[:300]}" if isinstance(text, str) and text else ""))
     if decision not in allowed:
         proc.fail(f"answered decision {decision!r}; expected one of {', '.join(allowed)}")
     return str(decision)
@@ -159,9 +171,16 @@ class ExternalGuard:
     def _stop(self, answer: Mapping[str, Any]) -> StopNote:
         reason = _text(self.proc, answer, "reason", "stopped") or "stopped"
         family = answer.get("family")
-        self.stop_receipt = self._receipt(answer.get("receipt"))
+        self._keep_receipt(answer)
         text = _text(self.proc, answer, "stop_text") if "stop_text" in answer else _text(self.proc, answer, "text")
         return StopNote(family if family in _FAMILIES else "external", reason, text)
+
+    def _keep_receipt(self, answer: Mapping[str, Any]) -> None:
+        # The first stop is the run's (the engine keeps the first), so its receipt is kept: a later answer (a
+        # call after the stop, answered stop again) neither replaces nor clears it.
+        given = self._receipt(answer.get("receipt"))
+        if self.stop_receipt is None:
+            self.stop_receipt = given
 
     def _receipt(self, value: object) -> OwnerReceipt | None:
         if value is None:
@@ -211,19 +230,23 @@ class ExternalGuard:
         decision = _decision(self.proc, answer, ("continue", "deliver", "report"))
         self.cut_text = _text(self.proc, answer, "text")
         if decision == "report":
-            self.stop_receipt = self._receipt(answer.get("receipt"))
+            self._keep_receipt(answer)
         return decision  # type: ignore[return-value]
 
     def receipt(self, stop: StopNote | None, text: str, continuing: bool) -> OwnerReceipt:
         self.proc.where = f"session {self.session.name} end"
-        answer = self.proc.ask({"type": "end", "stopped": stop is not None, "final_text": None if stop else text})
+        answer = self.proc.ask({
+            "type": "end", "stopped": stop is not None,
+            "stop": {"family": stop.reason, "reason": stop.detail, "text": stop.text} if stop is not None else None,
+            "final_text": None if stop else text})
         _decision(self.proc, answer, ("ok",))
         given = self._receipt(answer.get("receipt")) or self.stop_receipt
         if given is not None:
             return given
         if stop is not None:
-            return OwnerReceipt(status="failed", text=stop.text or self.cut_text, source="agent_guard",
-                                reasons=(stop.detail,))
+            # A reported cut: the guard's text for it, when it gave one (the stop's own text is the harness's).
+            shown = self.cut_text if stop.reason == "output_limit" and self.cut_text else stop.text
+            return OwnerReceipt(status="failed", text=shown, source="agent_guard", reasons=(stop.detail,))
         test = latest_test(self.events)
         verdict = recognize(test.output, test.exit_code, test.command) if test is not None and test.end else None
         return OwnerReceipt(status=verification_status(self.events), text=text, source="model", test=verdict)

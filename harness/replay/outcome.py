@@ -50,7 +50,8 @@ class ReplayOutcome(BaseModel):
     receipt_status: Literal["passed", "failed", "pending", "none"] | None = Field(
         default=None, description="What the owner's receipt says; null when the replay cannot tell (unrecorded).")
     receipt_source: str | None = Field(default=None, description="model, refusal_receipt, budget_stop, "
-                                       "coding_loop_stop, output_limit_report, external_stop.")
+                                       "coding_loop_stop, output_limit_report, or agent_guard (an external "
+                                       "guard's stop, when it gave no receipt of its own).")
     delivered_sha256: str | None = Field(default=None, description="sha256 of the delivered text (UTF-8).")
     delivered: str | None = Field(default=None, description="The delivered text.")
     unrecorded_call: int | None = Field(default=None, description="The policy lets this call run (or, one past the "

@@ -50,6 +50,8 @@ class PolicySpec:
     """git: the temporary folder holding REF's tree (removed by ``close``)."""
     _process: Any = None
     commit: str = ""
+    timeout: float = 60.0
+    """External kinds: seconds the guard has to answer each message (``FLEET_REPLAY_GUARD_TIMEOUT``)."""
 
     def guard_for(self, session: ReplaySession) -> Guard:
         if self.policy is not None:
@@ -57,7 +59,8 @@ class PolicySpec:
         from harness.replay.external import ExternalGuard, GuardProcess
 
         if self._process is None:
-            self._process = GuardProcess(self.name, self.argv, None, env=self.env, cwd=self.cwd)
+            self._process = GuardProcess(self.name, self.argv, None, env=self.env, cwd=self.cwd,
+                                         timeout=self.timeout)
         return ExternalGuard(self._process, session)
 
     def close(self) -> None:
@@ -70,7 +73,8 @@ class PolicySpec:
 
     def for_worker(self) -> PolicySpec:
         """A copy a worker process can own (its own guard process, the same checkout)."""
-        return PolicySpec(self.name, self.kind, self.policy, list(self.argv), self.env, self.cwd, None)
+        return PolicySpec(self.name, self.kind, self.policy, list(self.argv), self.env, self.cwd, None,
+                          timeout=self.timeout)
 
 
 def repository_root() -> Path:
@@ -107,13 +111,18 @@ def _git_checkout(ref: str) -> tuple[str, str]:
     if archive.returncode != 0:
         raise ReplayError(name, "", f"git archive failed: {archive.stderr.decode('utf-8', 'replace').strip()}")
     folder = tempfile.mkdtemp(prefix=f"fleet-replay-{commit[:12]}-")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(folder, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(folder, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        shutil.rmtree(folder, ignore_errors=True)  # nothing half-extracted is left behind
+        raise ReplayError(name, "", f"cannot extract {commit[:12]} into {folder}: {exc}") from None
     return commit, folder
 
 
-def resolve_policy(text: str) -> PolicySpec:
-    """The spec ``--policy TEXT`` names; a bad one is one ``ReplayError`` or ``PolicyError`` line."""
+def resolve_policy(text: str, guard_timeout: float = 60.0) -> PolicySpec:
+    """The spec ``--policy TEXT`` names; a bad one is one ``ReplayError`` or ``PolicyError`` line.
+    ``guard_timeout``: seconds an external guard has to answer each message."""
     if text == "default":
         return PolicySpec("default", "default", DEFAULT_GUARD)
     if text.startswith("cmd:"):
@@ -124,12 +133,13 @@ def resolve_policy(text: str) -> PolicySpec:
             raise ReplayError(text, "", f"cannot split the command: {exc}") from None
         if not argv:
             raise ReplayError(text, "", "give a command after cmd:")
-        return PolicySpec(text, "cmd", None, argv)
+        return PolicySpec(text, "cmd", None, argv, timeout=guard_timeout)
     if text.startswith("git:"):
         commit, folder = _git_checkout(text[4:])
         env = {**os.environ, "PYTHONPATH": folder, "PYTHONDONTWRITEBYTECODE": "1"}
         # -m from the checkout's folder: its own harness package comes first on the path, before this one's.
-        return PolicySpec(text, "git", None, [sys.executable, "-m", SERVER_MODULE], env, folder, folder)
+        return PolicySpec(text, "git", None, [sys.executable, "-m", SERVER_MODULE], env, folder, folder,
+                          commit=commit, timeout=guard_timeout)
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
         policy = load_policy_file(path)
