@@ -168,7 +168,8 @@ class BudgetDecision:
 
 def _fingerprint(tool: str, arguments: Mapping[str, Any] | None) -> str:
     canonical = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    # surrogatepass: JSON may carry a lone surrogate ("\ud800"), which a strict encode refuses; kept distinct, not lost.
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RunProgressBudget:

@@ -754,3 +754,19 @@ def test_strixy_counterfactual_a_passing_corrected_call_resets_the_count(last: i
     assert budget.on_result("corrected", "tool_call", {"id": INSPECTION_TOOL, "args": args}, passed).allowed
     assert budget.snapshot()["consecutive_failures"] == 0
     assert_consecutive_reset(budget, "failed-read")
+
+
+def test_arguments_with_a_lone_surrogate_are_fingerprinted_not_a_crash() -> None:
+    """JSON may hold "\\ud800" (a recorded session did): identical such calls are identical, others distinct."""
+    budget = RunProgressBudget()
+    for _ in range(3):
+        budget.on_round()
+        budget.on_result(f"s-{_}", "exec", {"command": "echo \ud800"}, OK)
+    budget.on_round()
+    budget.on_result("t", "exec", {"command": "echo \ud801"}, OK)
+    assert budget.snapshot()["rounds_without_progress"] == 0
+    again = RunProgressBudget()
+    for n in range(3):
+        again.on_round()
+        again.on_result(f"s-{n}", "exec", {"command": "echo \ud800"}, OK)
+    assert again.snapshot()["rounds_without_progress"] == 1  # the third identical success is no progress
