@@ -59,3 +59,25 @@ def test_one_unreadable_sweep_does_not_break_the_listing_or_previous(tmp_path: P
     compared = run_fleet("compare", "previous", "20261201-000002-b", "--runs", str(root), cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     assert "20261201-000001-a" in compared.stdout
+
+
+def test_compare_says_interrupted_for_a_running_sweep_whose_coordinator_is_gone(tmp_path: Path) -> None:
+    """A sweep left ``running`` by a coordinator that is gone: ``fleet sweeps`` and ``fleet status`` say
+    ``interrupted`` (docs/compare.md: "as in fleet status"), but ``fleet compare`` prints ``baseline ... (running,
+    ...)`` and its JSON has ``"status": "running"``: the three verbs disagree about the same sweep. Right: compare
+    shows the status fleet status and fleet sweeps show (interrupted)."""
+    root = tmp_path / "runs"
+    store = Store(root)
+    left = _sweep("20261201-000001-a", label="x", created_at="2026-12-01T00:00:01.000Z")
+    with store.writer(left.id) as w:
+        w.save_sweep(left)
+        w.set_status(left, "running")  # and the coordinator is gone: the writer is closed
+    _write(store, _sweep("20261201-000002-b", label="x", created_at="2026-12-01T00:00:02.000Z"),
+           {_id(0, 1): ["DELIVERED"]})
+    listing = run_fleet("sweeps", "--json", "--runs", str(root), cwd=tmp_path)
+    listed = {s["id"]: s["status"] for s in json.loads(listing.stdout)["sweeps"]}
+    assert listed["20261201-000001-a"] == "interrupted"  # the premise
+    compared = run_fleet("compare", "20261201-000001-a", "20261201-000002-b", "--json", "--runs", str(root),
+                         cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["baseline"]["status"] == "interrupted"

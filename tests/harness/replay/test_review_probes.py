@@ -219,7 +219,7 @@ def test_ctrl_c_during_a_parallel_replay_always_exits_130_with_one_line(tmp_path
     guard.write_text(SLOW_GUARD, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     problems = []
-    for delay in (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5):
+    for delay in (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5):
         proc = subprocess.Popen([*fleet_argv(), "replay", str(folder), "--jobs", "2", "--policy", "git:HEAD",
                                  "--policy", f"cmd:{sys.executable} {guard}"], cwd=tmp_path, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -231,9 +231,10 @@ def test_ctrl_c_during_a_parallel_replay_always_exits_130_with_one_line(tmp_path
             os.killpg(proc.pid, signal.SIGKILL)
             _, err = proc.communicate()
             problems.append(f"after {delay} s: still running 15 s after Ctrl-C; stderr: {err[-300:]!r}")
-            continue
+            break
         if proc.returncode != 130 or "Traceback" in err or err.strip() != "fleet: interrupted":
             problems.append(f"after {delay} s: exit {proc.returncode}, stderr {err[-300:]!r}")
+            break
     assert not problems, problems
 
 
