@@ -417,3 +417,17 @@ def test_a_symlink_loop_as_a_source_is_named_as_such(tmp_path: Path) -> None:
     (tmp_path / "loop2.jsonl").symlink_to("loop1.jsonl")
     line = one_line_error(fleet("replay", "loop1.jsonl", cwd=tmp_path), "loop1.jsonl")
     assert "no such file" not in line and "link" in line, line
+
+
+def test_an_edit_can_name_a_session_whose_name_holds_colon_digits_equals(tmp_path: Path) -> None:
+    """docs/replay.md: SESSION is a session's name. A file ``a:2=ok.jsonl`` in a folder is session
+    ``a:2=ok.jsonl#a:2=ok``; ``--edit 'a:2=ok.jsonl#a:2=ok:3=failed'`` is parsed with the shortest session
+    (``a``, call 2, result ``ok.jsonl#...``) and refused as "the result: not valid JSON": that session cannot be
+    edited at all. Right: the edit is matched against the sessions' names (the longest name that fits), so call 3
+    of that session gets the failed result."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a:2=ok.jsonl").write_bytes(GOLDEN.read_bytes())
+    proc = fleet("replay", str(folder), "--edit", "a:2=ok.jsonl#a:2=ok:3=failed", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["edits"] == ["a:2=ok.jsonl#a:2=ok:3=failed"]
