@@ -541,7 +541,9 @@ def compare(baseline, candidate, as_json, show_all, fail_on_regressions, runs) -
                          "CANDIDATE must be a sweep id")
     cand = store.load_sweep(candidate)
     base = store.load_sweep(previous_sweep(store, cand) if baseline == "previous" else baseline)
-    result = compare_sweeps(base, cand)
+    from harness.sweeplist import shown_status
+
+    result = compare_sweeps(base, cand, {rec.id: shown_status(store, rec) for rec in (base, cand)})
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
@@ -604,6 +606,8 @@ def sweeps_(label, limit, as_json, runs) -> None:
     from harness.sweeplist import list_sweeps
 
     listing = list_sweeps(_store(runs), label=label, limit=limit)
+    for bad in listing.unreadable:
+        _warn(one_line(f"sweep {bad.id} cannot be read, so it is not listed: {bad.error}"))
     if as_json:
         sys.stdout.write(listing.model_dump_json(indent=2) + "\n")
         return

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from fractions import Fraction
+from collections.abc import Mapping
 from typing import Final, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -230,9 +231,9 @@ def sweep_rate(sweep: SweepRecord) -> PassRate:
     return pass_rate(_grades(sweep))
 
 
-def _ref(sweep: SweepRecord) -> SweepRef:
-    return SweepRef(id=sweep.id, label=sweep.label, created_at=sweep.created_at, status=sweep.status,
-                    rate=sweep_rate(sweep))
+def _ref(sweep: SweepRecord, statuses: Mapping[str, str]) -> SweepRef:
+    return SweepRef(id=sweep.id, label=sweep.label, created_at=sweep.created_at,
+                    status=statuses.get(sweep.id, sweep.status), rate=sweep_rate(sweep))
 
 
 def _subtotals(rows: list[CompareRow], base: SweepRecord, cand: SweepRecord, key: str) -> list[Subtotal]:
@@ -250,9 +251,12 @@ def _subtotals(rows: list[CompareRow], base: SweepRecord, cand: SweepRecord, key
                      candidate=pass_rate(graded[1][n])) for n in sorted(changes)]
 
 
-def compare_sweeps(baseline: SweepRecord, candidate: SweepRecord) -> Comparison:
+def compare_sweeps(baseline: SweepRecord, candidate: SweepRecord,
+                   statuses: Mapping[str, str] | None = None) -> Comparison:
     """Every cell group of either sweep, its change, the counts, both pass rates, the sign test and the
-    subtotals per host and per agent."""
+    subtotals per host and per agent. ``statuses``: a sweep's status as shown (``fleet status`` says
+    interrupted for a sweep left running by a coordinator that is gone), by id; else sweep.json's."""
+    statuses = statuses or {}
     base, cand = _sides(baseline), _sides(candidate)
     keys = list(base) + [k for k in cand if k not in base]
     rows = [CompareRow(host=h, item=i, agent=a, change=_change(base.get((h, i, a)), cand.get((h, i, a))),
@@ -260,7 +264,7 @@ def compare_sweeps(baseline: SweepRecord, candidate: SweepRecord) -> Comparison:
     order = {c: n for n, c in enumerate(CHANGES)}
     rows.sort(key=lambda r: (order[r.change], r.host, r.item, r.agent))
     counts = Counts.of(rows)
-    return Comparison(baseline=_ref(baseline), candidate=_ref(candidate), counts=counts,
+    return Comparison(baseline=_ref(baseline, statuses), candidate=_ref(candidate, statuses), counts=counts,
                       test=sign_test(counts.regressed, counts.improved),
                       per_host=_subtotals(rows, baseline, candidate, "host"),
                       per_agent=_subtotals(rows, baseline, candidate, "agent"), rows=rows)

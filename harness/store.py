@@ -218,6 +218,9 @@ def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
         if c.id != Cell.make_id(c.host, c.item, c.agent, c.rep):
             raise UnsafeStoredPath(where, f"cells[{i}].id", f"{c.id!r} is not the cell's HOST/ITEM/AGENT/rREP "
                                    f"({Cell.make_id(c.host, c.item, c.agent, c.rep)!r})")
+        if c.id in planned:
+            # One cell twice would be counted twice (two repetitions of one, a rate over more cells than ran).
+            raise UnsafeStoredPath(where, f"cells[{i}].id", f"{c.id!r} is listed twice")
         planned.add(c.id)
     for cell_id in sweep.attempts:
         if cell_id not in planned:

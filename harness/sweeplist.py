@@ -15,7 +15,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.compare import sweep_rate
-from harness.errors import UsageError
+from harness.errors import FleetError, UsageError
 from harness.records import SweepRecord
 from harness.report import PassRate
 from harness.store import Store
@@ -53,6 +53,13 @@ class SweepLine(BaseModel):
     rate: PassRate = Field(description="Its pass rate as fleet report computes it (last attempt of each cell).")
 
 
+class Unreadable(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    error: str
+
+
 class SweepList(BaseModel):
     """``fleet sweeps --json``."""
 
@@ -60,6 +67,8 @@ class SweepList(BaseModel):
 
     schema_version: int = SWEEPS_SCHEMA_VERSION
     sweeps: list[SweepLine] = Field(description="Newest first.")
+    unreadable: list[Unreadable] = Field(default_factory=list, description="Sweeps whose record cannot be read, "
+                                         "with the error: left out of the listing and of `previous`.")
 
 
 def _indexed(store: Store) -> dict[str, SweepKey]:
@@ -80,24 +89,37 @@ def _indexed(store: Store) -> dict[str, SweepKey]:
             if isinstance(r[0], str) and isinstance(r[2], str)}
 
 
-def sweep_keys(store: Store) -> list[SweepKey]:
-    """Every sweep of the results directory, newest first (by created_at, then id)."""
+def sweep_keys(store: Store, unreadable: dict[str, str] | None = None) -> list[SweepKey]:
+    """Every readable sweep of the results directory, newest first (by created_at, then id). A sweep whose record
+    cannot be read is left out, and named with its error in ``unreadable`` when given: one damaged sweep must not
+    hide the others."""
     indexed = _indexed(store)
     keys = []
     for sweep_id in store.list_sweeps():
         key = indexed.get(sweep_id)
         if key is None:
-            rec = store.load_sweep(sweep_id)
+            try:
+                rec = store.load_sweep(sweep_id)
+            except FleetError as exc:
+                if unreadable is not None:
+                    unreadable[sweep_id] = str(exc)
+                continue
             key = SweepKey(id=rec.id, label=rec.label, created_at=rec.created_at)
         keys.append(key)
     keys.sort(key=lambda k: (k.created_at, k.id), reverse=True)
     return keys
 
 
+def shown_status(store: Store, rec: SweepRecord) -> str:
+    """The status as ``fleet status`` shows it: a sweep left planned or running by a coordinator that is gone is
+    interrupted."""
+    if rec.status in ("planned", "running") and not store.is_being_written(rec.id):
+        return "interrupted"
+    return rec.status
+
+
 def _line(store: Store, rec: SweepRecord) -> SweepLine:
-    status = rec.status
-    if status in ("planned", "running") and not store.is_being_written(rec.id):
-        status = "interrupted"
+    status = shown_status(store, rec)
     return SweepLine(id=rec.id, label=rec.label, created_at=rec.created_at, status=status, hosts=sorted(rec.hosts),
                      items=len(rec.items), agents=sorted({c.agent for c in rec.cells}), cells=len(rec.cells),
                      rate=sweep_rate(rec))
@@ -106,13 +128,17 @@ def _line(store: Store, rec: SweepRecord) -> SweepLine:
 def list_sweeps(store: Store, label: str | None = None, limit: int | None = None) -> SweepList:
     """The sweeps, newest first, only those labelled ``label`` if given, at most ``limit``."""
     lines: list[SweepLine] = []
-    for key in sweep_keys(store):
+    unreadable: dict[str, str] = {}
+    for key in sweep_keys(store, unreadable):
         if limit is not None and len(lines) >= limit:
             break
         if label is not None and key.label != label:
             continue
-        lines.append(_line(store, store.load_sweep(key.id)))
-    return SweepList(sweeps=lines)
+        try:
+            lines.append(_line(store, store.load_sweep(key.id)))
+        except FleetError as exc:
+            unreadable[key.id] = str(exc)
+    return SweepList(sweeps=lines, unreadable=[Unreadable(id=k, error=v) for k, v in sorted(unreadable.items())])
 
 
 def previous_sweep(store: Store, candidate: SweepRecord) -> str:

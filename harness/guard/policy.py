@@ -99,7 +99,8 @@ class GuardPolicy(_Part):
     replay records and an external guard receives."""
 
     schema_version: Literal[1] = POLICY_SCHEMA_VERSION
-    name: str = "default"
+    name: str = Field(default="default", min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$",
+                      description="What tables and JSON lines call it: one line, no control characters.")
     guards: GuardSwitches = GuardSwitches()
     budget: BudgetLimits = BudgetLimits()
     coding_loop: CodingLoopLimits = CodingLoopLimits()
@@ -134,4 +135,8 @@ def load_policy_file(path: Path) -> GuardPolicy:
 
     data = read_toml(path, PolicyError)
     data.setdefault("name", path.stem)
-    return validate(GuardPolicy, data, str(path), PolicyError)
+    policy = validate(GuardPolicy, data, str(path), PolicyError)
+    if policy.name == DEFAULT_GUARD.name or policy.name.startswith(("git:", "cmd:")):
+        # A changed policy must never read as the shipped guard, nor as another kind of policy.
+        raise PolicyError(str(path), "name", f"{policy.name!r} names another policy: choose another name")
+    return policy

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.errors import ReplayError, UsageError, one_line
 from harness.replay.differ import Difference, describe_stop, differences
-from harness.replay.edits import apply_edits, parse_edit
+from harness.replay.edits import apply_edits, check_edit
 from harness.replay.outcome import ReplayOutcome
 from harness.replay.policies import PolicySpec, resolve_policy
 from harness.replay.runner import replay_all
@@ -44,7 +44,8 @@ def _check_recorded(inputs: Sequence[Input]) -> None:
 def run_replay(sources: Sequence[str], policies: Sequence[str], edits: Sequence[str], fmt: str | None,
                jobs: int | None, store_root: Path,
                progress: Callable[[int, int], None] | None = None, guard_timeout: float = 60.0) -> ReplayRun:
-    parsed = [parse_edit(text) for text in edits]  # bad edits fail before anything is read
+    for text in edits:
+        check_edit(text)  # a malformed edit fails before anything is read
     inputs = [item for source in sources for item in read_source(source, store_root, fmt)]
     _check_recorded(inputs)
     sessions = [s for item in inputs for s in item.sessions]
@@ -54,7 +55,7 @@ def run_replay(sources: Sequence[str], policies: Sequence[str], edits: Sequence[
             raise ReplayError(s.source, "", f"session name {s.name!r} is also a session of {names[s.name]}; "
                               "replay the two inputs apart")
         names[s.name] = s.source
-    sessions = apply_edits(sessions, parsed)
+    sessions = apply_edits(sessions, list(edits))
     specs: list[PolicySpec] = []
     try:
         for text in policies or ["default"]:
@@ -96,10 +97,10 @@ def _line(o: ReplayOutcome, width: int, policy_width: int) -> str:
                 f"--edit {o.session}:{o.unrecorded_call}=RESULT") if o.unrecorded_call <= o.calls else (
             f"goes on past the end of the recording (its agent's own stop, or a run that ended without an answer): "
             f"nothing after call {o.calls} was recorded")
-        return f"{o.session:<{width}}  {o.policy:<{policy_width}}  {what}"
-    stop = describe_stop(o) if o.stopped else "ran to the end"
+        return f"{one_line(o.session):<{width}}  {one_line(o.policy):<{policy_width}}  {one_line(what)}"
+    stop = one_line(describe_stop(o)) if o.stopped else "ran to the end"
     refused = _calls(o.refused_calls)
-    return (f"{o.session:<{width}}  {o.policy:<{policy_width}}  {stop:<28}  refused {refused:<12}  "
+    return (f"{one_line(o.session):<{width}}  {one_line(o.policy):<{policy_width}}  {stop:<28}  refused {refused:<12}  "
             f"receipt {o.receipt_status} ({o.receipt_source})")
 
 
@@ -114,7 +115,7 @@ def _diff_line(d: Difference, width: int) -> str:
         detail.append(f"receipt {a.receipt_status} -> {b.receipt_status}")
     if "text changed" in d.changes and a.delivered_sha256 and b.delivered_sha256:
         detail.append(f"text {a.delivered_sha256[:12]} -> {b.delivered_sha256[:12]}")
-    return f"{d.session:<{width}}  {', '.join(d.changes):<36}  {'; '.join(detail)}"
+    return f"{one_line(d.session):<{width}}  {', '.join(d.changes):<36}  {one_line('; '.join(detail))}"
 
 
 def render_text(run: ReplayRun, show_all: bool = False) -> list[str]:
@@ -125,8 +126,8 @@ def render_text(run: ReplayRun, show_all: bool = False) -> list[str]:
         out.append(f"input {item.sha256}  {item.format}, {count} session{'s' if count != 1 else ''}  "
                    f"{one_line(item.path)}{recorded}")
     flat = [o for per in run.outcomes for o in per]
-    width = min(44, max([len(o.session) for o in flat] + [7]))
-    pwidth = max(len(p) for p in run.policies)
+    width = min(44, max([len(one_line(o.session)) for o in flat] + [7]))
+    pwidth = max(len(one_line(p)) for p in run.policies)
     sessions = len(run.outcomes)
     if show_all or sessions <= SESSION_LINES:
         out.append("")
@@ -137,14 +138,14 @@ def render_text(run: ReplayRun, show_all: bool = False) -> list[str]:
         stopped = sum(o.stopped for o in column)
         unrecorded = sum(o.unrecorded_call is not None for o in column)
         passed = sum(o.receipt_status == "passed" for o in column)
-        out.append(f"policy {policy}: {sessions} session{'s' if sessions != 1 else ''}, {stopped} stopped, "
+        out.append(f"policy {one_line(policy)}: {sessions} session{'s' if sessions != 1 else ''}, {stopped} stopped, "
                    f"{sessions - stopped - unrecorded} ran to the end, {unrecorded} past what was recorded; "
                    f"{passed} receipt{'s' if passed != 1 else ''} passed")
     base = run.policies[0]
     for n, policy in enumerate(run.policies[1:], start=1):
         diffs, same = differences([per[0] for per in run.outcomes], [per[n] for per in run.outcomes])
         out.append("")
-        out.append(f"{base} -> {policy}: {len(diffs)} of {sessions} session{'s' if sessions != 1 else ''} differ, "
+        out.append(f"{one_line(base)} -> {one_line(policy)}: {len(diffs)} of {sessions} session{'s' if sessions != 1 else ''} differ, "
                    f"{same} byte-identical")
         out.extend(_diff_line(d, width) for d in diffs)
     rate = run.calls / run.seconds if run.seconds > 0 else 0.0

@@ -24,9 +24,12 @@ from harness.guard.verdict import is_test_command, recognize
 from harness.nesting import loads_json
 from harness.replay.session import SHELL_TOOLS, RecordedResult, ReplayCall, ReplayRound, ReplaySession
 
-__all__ = ["Edit", "parse_edit", "apply_edits"]
+__all__ = ["Edit", "check_edit", "parse_edit", "resolve_edit", "apply_edits"]
 
 _EDIT = re.compile(r"^(?P<session>.+?):(?P<call>\d+)(?P<op>\+?=)(?P<value>.*)$", re.S)
+_TAIL = re.compile(r"^:(?P<call>\d+)(?P<op>\+?=)(?P<value>.*)$", re.S)
+_MAX_EDIT_FILE = 4 << 20
+"""An edit's @FILE holds one result or call: a few kilobytes (a pixel-fleet inspection receipt is under 10)."""
 _SHORT = {"ok": {"isError": False, "details": {"status": "ok"}},
           "failed": {"isError": True, "details": {"status": "failed"}}}
 
@@ -47,6 +50,12 @@ def _json(text: str, where: str, edit: str) -> Any:
     if text.startswith("@"):
         path = Path(text[1:])
         try:
+            if not path.exists():
+                raise ReplayError("--edit", edit, f"{path}: cannot read: no such file")
+            if not path.is_file():
+                raise ReplayError("--edit", edit, f"{path}: not a regular file")
+            if path.stat().st_size > _MAX_EDIT_FILE:
+                raise ReplayError("--edit", edit, f"{path}: larger than {_MAX_EDIT_FILE // (1 << 20)} MiB")
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ReplayError("--edit", edit, f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
@@ -66,12 +75,22 @@ def _result(text: str, edit: str) -> Mapping[str, Any]:
     return value
 
 
-def parse_edit(text: str) -> Edit:
-    """One ``--edit`` value; a bad one is one ``ReplayError`` line naming it."""
-    match = _EDIT.match(text)
-    if match is None:
+def check_edit(text: str) -> None:
+    """The form of one ``--edit`` value (which session it names is settled once the sessions are read)."""
+    if _EDIT.match(text) is None:
         raise ReplayError("--edit", text, "expected SESSION:CALL=RESULT, SESSION:CALL+=TOOL:RESULT or SESSION:CALL=drop")
-    session, call, op, value = match["session"], int(match["call"]), match["op"], match["value"]
+
+
+def parse_edit(text: str, session: str | None = None) -> Edit:
+    """One ``--edit`` value, read as naming ``session`` (default: the shortest name it can be read with); a bad one
+    is one ``ReplayError`` line naming it."""
+    check_edit(text)
+    if session is not None and text.startswith(session) and (tail := _TAIL.match(text[len(session):])):
+        call, op, value = int(tail["call"]), tail["op"], tail["value"]
+    else:
+        match = _EDIT.match(text)
+        assert match is not None
+        session, call, op, value = match["session"], int(match["call"]), match["op"], match["value"]
     if op == "=":
         if call < 1:
             raise ReplayError("--edit", text, "calls are counted from 1")
@@ -134,10 +153,21 @@ def _apply(session: ReplaySession, edit: Edit, serial: int) -> ReplaySession:
                                edit.text)
 
 
-def apply_edits(sessions: Sequence[ReplaySession], edits: Sequence[Edit]) -> list[ReplaySession]:
+def resolve_edit(text: str, sessions: Sequence[ReplaySession]) -> Edit:
+    """The edit as naming the longest session name (or label, or ``*``) it starts with: a name may itself hold
+    ``:2=`` (a file named ``a:2=ok.jsonl``)."""
+    names = sorted({"*", *(s.name for s in sessions), *(s.label for s in sessions if s.label)}, key=len, reverse=True)
+    for name in names:
+        if text.startswith(name) and _TAIL.match(text[len(name):]):
+            return parse_edit(text, name)
+    return parse_edit(text)
+
+
+def apply_edits(sessions: Sequence[ReplaySession], edits: Sequence[Edit | str]) -> list[ReplaySession]:
     """The sessions with every edit applied in order; an edit naming no session is an error."""
     out = list(sessions)
-    for serial, edit in enumerate(edits, start=1):
+    for serial, given in enumerate(edits, start=1):
+        edit = resolve_edit(given, out) if isinstance(given, str) else given
         hits = [i for i, s in enumerate(out) if edit.session in ("*", s.name, s.label)]
         if not hits:
             names = ", ".join(s.name for s in out[:5]) + (" ..." if len(out) > 5 else "")

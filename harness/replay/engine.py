@@ -143,7 +143,8 @@ class _Walk:
         delivered = hashlib.sha256(receipt.text.encode("utf-8")).hexdigest()
         return ReplayOutcome(
             stopped=stop is not None, stop_reason=stop.reason if stop else None,
-            stop_detail=stop.detail if stop else None, stop_call=stop_call if stop else None,
+            # 0: stopped before any call (a first reply cut and reported): no call's result stopped it.
+            stop_detail=stop.detail if stop else None, stop_call=stop_call if stop and stop_call else None,
             stop_text=stop.text if stop else None, receipt_status=receipt.status, receipt_source=receipt.source,
             delivered_sha256=delivered, delivered=receipt.text, **common)
 
@@ -219,6 +220,11 @@ def replay_session(session: ReplaySession, guard: Guard, policy_name: str) -> Re
         if not rnd.calls and rnd.text is not None:
             return walk.outcome(text=rnd.text)
     if session.ended_by_guard or session.final_text is None:
-        # The recording stops at its own guard (or holds no answer): what came next was never recorded.
+        # The agent would ask the model again: a new round, which the budget may stop before any request is made
+        # (the builtin agent's no-progress stop is recorded so: no reply after it). If it does not, the recording
+        # stops at its own guard (or holds no answer), and what came next was never recorded.
+        stop = guard.on_round(0, walk.index)
+        if stop is not None:
+            return walk.outcome(stop=stop, stop_call=walk.index)
         return walk.outcome(unrecorded=walk.index + 1)
     return walk.outcome(text=session.final_text)

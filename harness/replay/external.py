@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import tempfile
@@ -32,6 +33,8 @@ from harness.transcript import OwnerReceipt
 __all__ = ["PROTOCOL", "DEFAULT_TIMEOUT", "GuardProcess", "ExternalGuard", "encode_line"]
 
 PROTOCOL = 1
+_REASON = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""A stop reason is a stable code, printed in tables and JSON: nothing that could pass for another line."""
 DEFAULT_TIMEOUT = 60.0
 """Seconds a guard has to answer one message (the ``replay_guard_timeout_s`` setting's default)."""
 _FAMILIES = ("run_progress", "recursive_delete", "output_limit", "coding_loop")
@@ -82,6 +85,10 @@ class GuardProcess:
         return lines[-1] if lines else ""
 
     def fail(self, problem: str) -> None:
+        if self._more_waiting():
+            # A wrong answer with more lines behind it: the guard answers some message more than once, and the
+            # line read was a stale one; that, not the decision read, is what its author needs to hear.
+            problem = f"wrote more than one line for one message ({problem})"
         err = self._last_stderr()
         self.close()
         raise ReplayError(self.name, self.where, problem + (f" (its stderr: {one_line(err)[:300]})" if err else ""))
@@ -110,6 +117,7 @@ class GuardProcess:
 
     def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Send one message; its one answer, a JSON object."""
+        self._no_unasked_line()
         try:
             self._in.write(encode_line(message))
             self._in.flush()
@@ -124,6 +132,24 @@ class GuardProcess:
         if not isinstance(answer, dict):
             self.fail("answered JSON that is not an object")
         return answer
+
+    def _more_waiting(self, grace: float = 0.1) -> bool:
+        """Whether the guard has written more than was read (waiting up to ``grace`` s: only on an error path)."""
+        try:
+            if not self._buffer.strip() and self.proc.stdout is not None and self._selector.select(grace):
+                self._buffer += self._out.read(1 << 16) or b""
+        except (OSError, ValueError):
+            return False
+        return bool(self._buffer.strip())
+
+    def _no_unasked_line(self) -> None:
+        """Lockstep: nothing may be waiting before a message is sent (a guard that answers twice)."""
+        if not self._buffer and self._selector.select(0):
+            chunk = self._out.read(1 << 16)
+            self._buffer += chunk or b""
+        if self._buffer.strip():
+            self.fail(f"wrote more than one line for one message (then: "
+                      f"{one_line(self._buffer.decode('utf-8', 'replace'))[:80]!r})")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -154,6 +180,14 @@ def _text(proc: GuardProcess, answer: Mapping[str, Any], key: str, default: str 
     return str(value)
 
 
+def _code(proc: GuardProcess, answer: Mapping[str, Any], key: str, default: str) -> str:
+    """A rule or reason: a stable code, printed in tables and JSON, so nothing that could pass for another line."""
+    value = _text(proc, answer, key, default) or default
+    if not _REASON.fullmatch(value):
+        proc.fail(f"answered a {key} that is not a short code (letters, digits, _ . : -): {one_line(value)[:80]!r}")
+    return value
+
+
 class ExternalGuard:
     """One session under an external guard (the ``Guard`` protocol of ``harness.replay.engine``)."""
 
@@ -169,7 +203,7 @@ class ExternalGuard:
                                   "workspace": session.workspace}), ("ok",))
 
     def _stop(self, answer: Mapping[str, Any]) -> StopNote:
-        reason = _text(self.proc, answer, "reason", "stopped") or "stopped"
+        reason = _code(self.proc, answer, "reason", "stopped")
         family = answer.get("family")
         self._keep_receipt(answer)
         text = _text(self.proc, answer, "stop_text") if "stop_text" in answer else _text(self.proc, answer, "text")
@@ -204,9 +238,9 @@ class ExternalGuard:
         if decision == "allow":
             return None
         text = _text(self.proc, answer, "text")
-        rule = _text(self.proc, answer, "rule", "external") or "external"
+        rule = _code(self.proc, answer, "rule", "external")
         if decision == "refuse":
-            return Refused(rule, _text(self.proc, answer, "reason", "refused") or "refused", text)
+            return Refused(rule, _code(self.proc, answer, "reason", "refused"), text)
         stop = self._stop(answer)
         return Refused(rule, stop.detail, text, stop)
 
@@ -217,8 +251,11 @@ class ExternalGuard:
             "result": dict(result.view), "text": result.text, "ran": result.ran, "exit_code": result.exit_code,
             "path": result.path, "cwd": result.cwd,
             "test": result.test.model_dump(mode="json") if result.test is not None else None})
-        if isinstance(answer.get("deferrals"), int):
-            self._deferrals = int(answer["deferrals"])
+        if "deferrals" in answer:
+            deferrals = answer["deferrals"]
+            if not isinstance(deferrals, int) or isinstance(deferrals, bool) or not 0 <= deferrals <= 1_000_000:
+                self.proc.fail(f"answered deferrals that are not a count: {one_line(repr(deferrals))[:80]}")
+            self._deferrals = int(deferrals)
         return self._stop(answer) if _decision(self.proc, answer, ("allow", "stop")) == "stop" else None
 
     def record(self, event: FileChange | CommandRun) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 from harness.replay.engine import replay_session
 from harness.replay.outcome import ReplayOutcome
@@ -38,6 +38,11 @@ def _replay_chunk(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec]
 
 def _init(specs: list[PolicySpec]) -> None:
     global _worker_specs
+    # Ctrl-C reaches the whole process group: only the command's own process acts on it (it ends the workers);
+    # a worker interrupted mid-chunk would only race it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _worker_specs = [spec.for_worker() for spec in specs]
 
 
@@ -63,15 +68,20 @@ def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], j
     results: list[list[ReplayOutcome]] = []
     # fork: the workers start with the sessions and policies already in memory (nothing re-imported, re-read or
     # pickled on the way in); only the outcomes travel back.
-    context = multiprocessing.get_context("fork")
     _shared_sessions = sessions
+    pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_init, initargs=(list(specs),))
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init,
-                                 initargs=(list(specs),)) as pool:
-            for chunk in pool.map(_work, spans):
-                results.extend(chunk)
-                if progress is not None:
-                    progress(len(results), total)
+        for chunk in pool.imap(_work, spans):
+            results.extend(chunk)
+            if progress is not None:
+                progress(len(results), total)
+        pool.close()
+    except BaseException:
+        # An error in a worker, or a stop signal here: no worker goes on (terminate ends them; their guard
+        # processes see their input close and exit).
+        pool.terminate()
+        raise
     finally:
+        pool.join()
         _shared_sessions = ()
     return results

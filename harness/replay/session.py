@@ -132,6 +132,10 @@ def _result(result: ToolResult, refusal: GuardDecision | None, imported: bool) -
                           cwd=result.details.cwd)
 
 
+def _where(event: Event) -> str:
+    return f"line {event.seq}" if event.seq else f"event {event.event}"
+
+
 def session_from_events(events: Sequence[Event], *, source: str, name: str, sha256: str,
                         label: str = "") -> ReplaySession:
     """The replay's reading of a transcript. ``ReplayError`` when it holds no ``run_start``."""
@@ -142,6 +146,7 @@ def session_from_events(events: Sequence[Event], *, source: str, name: str, sha2
     calls: dict[int, list[ReplayCall]] = {}
     replies: dict[int, ModelResponse] = {}
     pending: dict[str, tuple[int, int]] = {}  # call id -> (round key, position)
+    answered: set[str] = set()
     refusal: dict[str, GuardDecision] = {}
     final_text: str | None = None
     stopped = False
@@ -162,6 +167,10 @@ def session_from_events(events: Sequence[Event], *, source: str, name: str, sha2
             replies[key] = event
             calls.setdefault(key, [])
         elif isinstance(event, ToolCall):
+            if event.call_id in pending:
+                # Two calls waiting under one id: which result is whose cannot be told.
+                raise ReplayError(source, _where(event), f"call id {event.call_id!r} is given to a second call "
+                                  "before the first one's result")
             key = key_of(event.round)
             if key not in calls:
                 order.append(key)
@@ -170,7 +179,11 @@ def session_from_events(events: Sequence[Event], *, source: str, name: str, sha2
             calls[key].append(ReplayCall(event.call_id, event.name, event.arguments, None))
         elif isinstance(event, GuardDecision) and event.call_id and event.decision in ("refuse", "stop"):
             refusal.setdefault(event.call_id, event)
-        elif isinstance(event, ToolResult) and event.call_id in pending:
+        elif isinstance(event, ToolResult):
+            if event.call_id not in pending:
+                what = "a second result for" if event.call_id in answered else "a result for no earlier call"
+                raise ReplayError(source, _where(event), f"{what} call id {event.call_id!r}")
+            answered.add(event.call_id)
             key, at = pending.pop(event.call_id)
             calls[key][at] = replace(calls[key][at], result=_result(event, refusal.pop(event.call_id, None),
                                                                     start.imported is not None))

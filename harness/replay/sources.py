@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ReplayError, StoreError, TranscriptError
+from harness.errors import ReplayError, StoreError, TranscriptError, one_line
 from harness.importers import IMPORTERS, importer
 from harness.importers.events import to_events
 from harness.importers.reader import SQLITE_MAGIC
+from harness.nesting import loads_json
 from harness.records import AttemptMeta, ImportedMeta, read_meta
 from harness.replay.session import ReplaySession, session_from_events
 from harness.transcript import read_transcript
@@ -90,42 +91,45 @@ def sniff(path: Path) -> str | None:
         return None
     first = text.split("\n", 1)[0]
     try:
-        line: Any = json.loads(first)
+        line: Any = loads_json(first)  # depth-limited: a deeply nested line is not JSON we read
     except json.JSONDecodeError:
         line = None  # a JSON document over several lines (pixel-fleet, an OpenCode export)
     if isinstance(line, dict):
         found = _by_keys(line)
         if found is not None:
             return found
-    return _by_keys(dict.fromkeys(_top_keys(path))) if line is None else None
+    return _by_keys(_document(path)) if line is None else None
 
 
 def _by_keys(obj: dict[str, Any]) -> str | None:
-    """The format a JSON object (a JSONL file's first line, or a whole JSON document) belongs to."""
+    """The format a JSON object (a JSONL file's first line, or a whole JSON document) belongs to, by its keys and
+    their kinds (an app's ``{"name": "app", "sessions": 3}`` is no recording)."""
     if obj.get("event") == "run_start" and "schema_version" in obj:
         return TRANSCRIPT
-    if obj.get("type") == "session":
+    if obj.get("type") == "session" and isinstance(obj.get("id"), str):
         return "openclaw-jsonl"
-    if obj.get("type") in _OPENCODE_EVENTS and "sessionID" in obj:
+    if obj.get("type") in _OPENCODE_EVENTS and isinstance(obj.get("sessionID"), str):
         return "opencode"  # the event stream of `opencode run --format json`
-    if "info" in obj and "messages" in obj:
+    if isinstance(obj.get("info"), dict) and isinstance(obj.get("messages"), list):
         return "opencode"  # `opencode export`
-    if "messages" in obj and "source" in obj:
+    if isinstance(obj.get("messages"), list) and "source" in obj:
         return "hermes"  # `hermes sessions export`
-    if "calls" in obj or "sessions" in obj:
+    calls, sessions = obj.get("calls"), obj.get("sessions")
+    if (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)) or (
+            isinstance(sessions, list) and sessions and all(isinstance(x, dict) for x in sessions)):
         return "pixel-fleet"
     return None
 
 
-def _top_keys(path: Path) -> list[str]:
-    """The keys of a file that is one JSON object (a pixel-fleet recording, an OpenCode export)."""
+def _document(path: Path) -> dict[str, Any]:
+    """A file that is one JSON object (a pixel-fleet recording, an OpenCode export); {} for anything else."""
     try:
         if path.stat().st_size > _MAX_DOCUMENT:
-            return []  # larger than any recording: not sniffed (give --format)
-        value = json.loads(path.read_bytes())
+            return {}  # larger than any recording: not sniffed (give --format)
+        value = loads_json(path.read_bytes())
     except (OSError, ValueError, RecursionError):
-        return []
-    return list(value) if isinstance(value, dict) else []
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _recorded_sha(folder: Path, name: str) -> str | None:
@@ -135,8 +139,10 @@ def _recorded_sha(folder: Path, name: str) -> str | None:
         return None
     try:
         meta = read_meta(meta_path)
-    except StoreError:
-        return None
+    except StoreError as exc:
+        # The record that would vouch for the file cannot be read: nothing can be checked, so nothing is replayed.
+        raise ReplayError(str(folder / name), "sha256", f"cannot be checked: meta.json beside it cannot be read "
+                          f"({one_line(str(exc))[:200]})") from None
     artifacts = meta.artifacts if isinstance(meta, (AttemptMeta, ImportedMeta)) else []
     return next((a.sha256 for a in artifacts if a.name == name), None)
 
@@ -214,6 +220,10 @@ def _sweep(store_root: Path, sweep_id: str) -> Iterator[Input]:
 def read_source(source: str, store_root: Path, fmt: str | None = None) -> list[Input]:
     """The inputs ``source`` names: a path (file or folder) when one exists, else a sweep id in ``store_root``."""
     path = Path(source)
+    if os.path.islink(path) and not path.exists():
+        raise ReplayError(source, "", "a link that cannot be followed (it points nowhere, or round in a loop)")
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise ReplayError(source, "", "not a regular file or folder (a FIFO, a device or a socket): not read")
     if path.is_dir():
         inputs = list(_folder(path, fmt))
         if not inputs:
