@@ -173,3 +173,30 @@ def test_the_protocol_doc_says_what_stop_call_is_for_a_stop_before_any_call(tmp_
                            cwd=tmp_path).stdout)
     assert out["stopped"] and out["stop_call"] is None  # what the code does
     assert "(`0` before any call)" not in PROTOCOL_DOC.read_text(encoding="utf-8")
+
+
+# --- 7: lockstep at the last message ----------------------------------------------------------------------------
+
+
+def test_a_second_answer_to_the_last_end_is_not_ignored(tmp_path: Path) -> None:
+    """Lockstep (docs/replay-protocol.md): "waits for exactly one answer line". The "more than one line" check runs
+    only before the next message is sent, so a guard that answers the LAST ``end`` of its process twice (here
+    ``ok``, then ``ok`` with a passing receipt, the one its author meant) is never told: exit 0, and the outcome
+    silently uses the first line. Right: when the replay closes the guard, a line it wrote that no message asked
+    for is the same one-line error as anywhere else ("wrote more than one line for one message"), exit 2."""
+    src = tmp_path / "tower3.json"
+    shutil.copy(PIXEL / "photo-renamer-tower3-d4a61f33.json", src)
+    guard = tmp_path / "guard.py"
+    guard.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    t = json.loads(line)['type']\n"
+        "    a = {'protocol': 1} if t == 'hello' else"
+        " {'decision': {'cut': 'deliver', 'session': 'ok', 'end': 'ok'}.get(t, 'allow')}\n"
+        "    print(json.dumps(a), flush=True)\n"
+        "    if t == 'end':\n"
+        "        print(json.dumps({'decision': 'ok', 'receipt': {'status': 'passed', 'text': 'all good',"
+        " 'source': 'model'}}), flush=True)\n", encoding="utf-8")
+    proc = fleet("replay", str(src), "--jobs", "1", "--policy", f"cmd:{sys.executable} {guard}", "--json",
+                 cwd=tmp_path)
+    assert proc.returncode == 2 and "more than one line" in proc.stderr, (proc.returncode, proc.stderr)
