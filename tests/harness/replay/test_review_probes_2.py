@@ -8,6 +8,8 @@ tests/fixtures is changed.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import shutil
 import sys
 from pathlib import Path
@@ -200,3 +202,52 @@ def test_a_second_answer_to_the_last_end_is_not_ignored(tmp_path: Path) -> None:
     proc = fleet("replay", str(src), "--jobs", "1", "--policy", f"cmd:{sys.executable} {guard}", "--json",
                  cwd=tmp_path)
     assert proc.returncode == 2 and "more than one line" in proc.stderr, (proc.returncode, proc.stderr)
+
+
+# --- 8: guards of --jobs workers outlive the replay -------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_parallel_replay_ends_its_guards_as_a_serial_one_does(tmp_path: Path) -> None:
+    """docs/replay-protocol.md: stdin closes when the replay is over, and a guard that is still running is killed 2 s
+    later. With ``--jobs 1`` that holds: a guard that does not exit when its input closes is gone when ``fleet
+    replay`` returns. With ``--jobs 2`` (21 sessions, so the pool is used) the workers exit without closing their
+    guard processes: both guards are still running after the replay returned exit 0 (orphans, here for 60 s).
+    Right: every worker ends its guards as the serial path does (close, then kill), so none outlives the replay."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for n in range(3):
+        for f in PIXEL.glob("*.json"):
+            shutil.copy(f, folder / f"{n}-{f.name}")
+    pids = tmp_path / "pids"
+    guard = tmp_path / "guard.py"
+    guard.write_text(
+        "import json, os, sys, time\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "for line in sys.stdin:\n"
+        "    t = json.loads(line)['type']\n"
+        "    a = {'protocol': 1} if t == 'hello' else"
+        " {'decision': {'cut': 'deliver', 'session': 'ok', 'end': 'ok'}.get(t, 'allow')}\n"
+        "    print(json.dumps(a), flush=True)\n"
+        "time.sleep(60)  # does not exit when its input closes\n", encoding="utf-8")
+    try:
+        for jobs in ("1", "2"):
+            pids.write_text("", encoding="utf-8")
+            proc = fleet("replay", str(folder), "--jobs", jobs, "--policy", f"cmd:{sys.executable} {guard}",
+                         cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+            started = [int(p) for p in pids.read_text(encoding="utf-8").split()]
+            assert started, "no guard started"
+            alive = [p for p in started if _alive(p)]
+            assert not alive, f"--jobs {jobs}: guards {alive} still running after the replay returned"
+    finally:
+        for p in [int(x) for x in pids.read_text(encoding="utf-8").split()] if pids.exists() else []:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
