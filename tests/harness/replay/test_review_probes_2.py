@@ -251,3 +251,29 @@ def test_a_parallel_replay_ends_its_guards_as_a_serial_one_does(tmp_path: Path) 
         for p in [int(x) for x in pids.read_text(encoding="utf-8").split()] if pids.exists() else []:
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name, tables", [
+    ("app.db", ("sessions(id integer primary key, user text)", "messages(id integer primary key, body text)")),
+    ("chat.sqlite", ("session(id text)", "message(id text)", "part(id text)")),
+])
+def test_an_application_database_with_session_like_tables_is_left_alone(tmp_path: Path, name: str,
+                                                                        tables: tuple[str, ...]) -> None:
+    """The same gap for SQLite: a ``*.db``/``*.sqlite`` in a folder is taken for a Hermes store when it merely has
+    tables named ``sessions`` and ``messages`` (an OpenCode store: ``session``, ``message``, ``part``), whatever
+    their columns; the importer's ``not a readable SQLite session store (no such column: started_at)`` then
+    aborts the whole folder, exit 2. Right: a database whose tables lack the store's columns is left alone (as
+    docs/replay.md says of files that are not a session format), and the folder's transcript replayed."""
+    import sqlite3
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "t.jsonl").write_bytes(GOLDEN.read_bytes())
+    db = sqlite3.connect(folder / name)
+    for table in tables:
+        db.execute(f"create table {table}")
+    db.commit()
+    db.close()
+    proc = fleet("replay", str(folder), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 1
