@@ -586,7 +586,10 @@ def _print_comparison(result, show_all: bool) -> None:
     say(f"pass rate, without harness failures:  {b.rate.without_failures} -> {c.rate.without_failures}")
     t = result.test
     exact = f" ({t.p_exact})" if "/" in t.p_exact and len(t.p_exact) <= 20 else ""
-    say(f"sign test (exact McNemar, cells both measured): b {t.b} regressed, c {t.c} improved, p {t.p:.4g}{exact}")
+    # McNemar's exact test is the sign test over single cells; with repetitions the pairs are cell groups.
+    single = all(len(side.reps) <= 1 for r in result.rows for side in (r.baseline, r.candidate) if side is not None)
+    what = "exact McNemar, cells both measured" if single else "exact sign test, cell groups both measured"
+    say(f"sign test ({what}): b {t.b} regressed, c {t.c} improved, p {t.p:.4g}{exact}")
     for title, subtotals in (("per host", result.per_host), ("per agent", result.per_agent)):
         say("")
         say(f"{title}:")

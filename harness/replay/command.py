@@ -4,6 +4,7 @@ was decided: a line per (session, policy), and per further policy the sessions t
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -156,8 +157,17 @@ def render_text(run: ReplayRun, show_all: bool = False) -> list[str]:
     return out
 
 
+def _json_line(o: ReplayOutcome) -> str:
+    """One outcome as compact JSON; a text holding a lone surrogate is written with \\u escapes (still JSON)."""
+    data = o.model_dump(mode="python")
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8").decode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+
+
 def render_json(run: ReplayRun) -> list[str]:
-    return [o.model_dump_json() for per in run.outcomes for o in per]
+    return [_json_line(o) for per in run.outcomes for o in per]
 
 
 def print_progress(done: int, total: int) -> None:

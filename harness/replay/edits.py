@@ -117,6 +117,14 @@ def _recorded(call_name: str, arguments: Mapping[str, Any] | None, value: Mappin
     details = value.get("details", {})
     exit_code = details.get("exitCode") if isinstance(details.get("exitCode"), int) else None
     text = str(value.get("text", ""))
+    if call_name == "tool_call" and isinstance(arguments, Mapping) and isinstance(arguments.get("id"), str):
+        # A Tool Search call is read as the tool it selects: a wrapped test run is a test run.
+        inner = arguments.get("args") if isinstance(arguments.get("args"), Mapping) else {}
+        inner_details = details.get("result", {}).get("details", {}) if isinstance(details.get("result"), Mapping) \
+            else {}
+        if exit_code is None and isinstance(inner_details, Mapping) and isinstance(inner_details.get("exitCode"), int):
+            exit_code = inner_details["exitCode"]
+        call_name, arguments = str(arguments["id"]).rsplit(":", 1)[-1], inner
     command = (arguments or {}).get("command")
     test = None
     if call_name in SHELL_TOOLS and isinstance(command, str) and is_test_command(command) and text:

@@ -140,7 +140,8 @@ class _Walk:
         if unrecorded is not None:
             return ReplayOutcome(stopped=False, unrecorded_call=unrecorded, **common)
         receipt = self.guard.receipt(stop, text or "", self.continuing)
-        delivered = hashlib.sha256(receipt.text.encode("utf-8")).hexdigest()
+        # surrogatepass: a recorded text may hold a lone surrogate ("\ud800" in its JSON); hashed, never refused.
+        delivered = hashlib.sha256(receipt.text.encode("utf-8", "surrogatepass")).hexdigest()
         return ReplayOutcome(
             stopped=stop is not None, stop_reason=stop.reason if stop else None,
             # 0: stopped before any call (a first reply cut and reported): no call's result stopped it.

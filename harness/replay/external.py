@@ -142,6 +142,16 @@ class GuardProcess:
             return False
         return bool(self._buffer.strip())
 
+    def check_quiet(self, grace: float) -> None:
+        """After the last message: nothing more may come (a guard that answered the last ``end`` twice)."""
+        if self._more_waiting(grace):
+            self.fail("answered more lines than it was sent messages")
+
+    def kill(self) -> None:
+        """End the guard at once (its replay is being stopped)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+
     def _no_unasked_line(self) -> None:
         """Lockstep: nothing may be waiting before a message is sent (a guard that answers twice)."""
         if not self._buffer and self._selector.select(0):

@@ -63,6 +63,15 @@ class PolicySpec:
                                          timeout=self.timeout)
         return ExternalGuard(self._process, session)
 
+    def check_quiet(self, grace: float) -> None:
+        """An external guard has nothing left unread (the lockstep's last check)."""
+        if self._process is not None:
+            self._process.check_quiet(grace)
+
+    def kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+
     def close(self) -> None:
         if self._process is not None:
             self._process.close()

@@ -9,6 +9,7 @@ process.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -36,18 +37,36 @@ def _replay_chunk(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec]
     return [[replay_session(s, spec.guard_for(s), spec.name) for spec in specs] for s in sessions]
 
 
+def _close_worker_specs() -> None:
+    for spec in _worker_specs:
+        spec.close()
+
+
+def _terminated(signum: int, frame: object) -> None:
+    # The command ends its workers with SIGTERM (an error, a stop signal): their guards end with them, even one
+    # that would not exit when its input closes.
+    for spec in _worker_specs:
+        spec.kill()
+    os._exit(128 + signum)
+
+
 def _init(specs: list[PolicySpec]) -> None:
     global _worker_specs
     # Ctrl-C reaches the whole process group: only the command's own process acts on it (it ends the workers);
     # a worker interrupted mid-chunk would only race it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _worker_specs = [spec.for_worker() for spec in specs]
+    # A worker that ends normally closes its guards, as the command's own process does.
+    multiprocessing.util.Finalize(None, _close_worker_specs, exitpriority=10)
 
 
 def _work(span: tuple[int, int]) -> list[list[ReplayOutcome]]:
-    return _replay_chunk(_shared_sessions[span[0]:span[1]], _worker_specs)
+    out = _replay_chunk(_shared_sessions[span[0]:span[1]], _worker_specs)
+    for spec in _worker_specs:
+        spec.check_quiet(0.01)
+    return out
 
 
 def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], jobs: int | None = None,
@@ -61,6 +80,8 @@ def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], j
             out.extend(_replay_chunk([session], specs))
             if progress is not None:
                 progress(n, total)
+        for spec in specs:
+            spec.check_quiet(0.05)
         return out
     global _shared_sessions
     size = max(1, min(256, total // (jobs * 4)))

@@ -59,11 +59,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _tables(path: Path) -> set[str]:
+def _tables(path: Path) -> dict[str, set[str]]:
+    """Each table of an SQLite file with its columns."""
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
         try:
-            return {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
+            names = [row[0] for row in con.execute("select name from sqlite_master where type = 'table'")]
+            return {name: {row[0] for row in con.execute("select name from pragma_table_info(?)", (name,))}
+                    for name in names}
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
@@ -78,12 +81,20 @@ def sniff(path: Path) -> str | None:
     except OSError as exc:
         raise ReplayError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
     if head.startswith(SQLITE_MAGIC):
+        # By the tables and the columns each store's reader needs: an application's own `sessions` and `messages`
+        # tables are not a Hermes store.
         tables = _tables(path)
-        if "transcript_events" in tables:
+
+        def has(table: str, *columns: str) -> bool:
+            return table in tables and set(columns) <= tables[table]
+
+        if has("transcript_events", "session_id", "seq"):
             return "openclaw-sqlite"
-        if {"session", "message", "part"} <= tables:
+        if has("session", "id", "directory") and has("message", "session_id", "data") and has(
+                "part", "message_id", "session_id", "data"):
             return "opencode"
-        if {"sessions", "messages"} <= tables:
+        if has("sessions", "id", "source", "model") and has("messages", "session_id", "role", "tool_call_id",
+                                                            "tool_calls"):
             return "hermes"
         return None
     text = head.decode("utf-8", errors="replace").lstrip()
@@ -106,19 +117,29 @@ def _by_keys(obj: dict[str, Any]) -> str | None:
     their kinds (an app's ``{"name": "app", "sessions": 3}`` is no recording)."""
     if obj.get("event") == "run_start" and "schema_version" in obj:
         return TRANSCRIPT
-    if obj.get("type") == "session" and isinstance(obj.get("id"), str):
+    if obj.get("type") == "session" and isinstance(obj.get("id"), str) and isinstance(obj.get("version"), int) \
+            and isinstance(obj.get("timestamp"), str):
         return "openclaw-jsonl"
     if obj.get("type") in _OPENCODE_EVENTS and isinstance(obj.get("sessionID"), str):
         return "opencode"  # the event stream of `opencode run --format json`
     if isinstance(obj.get("info"), dict) and isinstance(obj.get("messages"), list):
         return "opencode"  # `opencode export`
-    if isinstance(obj.get("messages"), list) and "source" in obj:
+    if isinstance(obj.get("messages"), list) and {"id", "source", "model", "started_at"} <= set(obj):
         return "hermes"  # `hermes sessions export`
-    calls, sessions = obj.get("calls"), obj.get("sessions")
-    if (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)) or (
-            isinstance(sessions, list) and sessions and all(isinstance(x, dict) for x in sessions)):
+    if _pixel_calls(obj.get("calls")):
+        return "pixel-fleet"
+    sessions = obj.get("sessions")
+    if isinstance(sessions, list) and sessions and all(
+            isinstance(x, dict) and isinstance(x.get("label"), str) and _pixel_calls(x.get("calls")) for x in sessions):
         return "pixel-fleet"
     return None
+
+
+def _pixel_calls(calls: object) -> bool:
+    """A pixel-fleet recording's calls: a list of objects, each with its id and its tool."""
+    return isinstance(calls, list) and bool(calls) and all(
+        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("tool", c.get("name")), str)
+        for c in calls)
 
 
 def _document(path: Path) -> dict[str, Any]:
