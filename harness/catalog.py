@@ -12,16 +12,14 @@ integer in [A, B], ``{choice:a|b|c}`` one of the options; anything else is liter
 
 from __future__ import annotations
 
-import errno
-import os
 import random
 import re
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.boundedfile import FileProblem, read_regular_file
 from harness.errors import CatalogError, UsageError
 from harness.tomlfile import read_toml, validate
 
@@ -159,26 +157,9 @@ def read_prompt(path: Path) -> str:
     byte or bytes that are not UTF-8 are refused with the offset: a prompt is text, and no agent's command line
     or JSON request would carry it unchanged."""
     try:
-        # Non-blocking, and only a regular file of a bounded size: a FIFO would hang the read, a link to /dev/zero
-        # would never end it.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise CatalogError(str(path), "", "file not found") from None
-    except OSError as exc:
-        why = "a symbolic link that loops" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
-        raise CatalogError(str(path), "", why) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise CatalogError(str(path), "", "not a regular file (a FIFO, a device or a socket)")
-        if st.st_size > MAX_PROMPT_BYTES:
-            raise CatalogError(str(path), "", f"{st.st_size} bytes: a prompt is at most {MAX_PROMPT_BYTES} bytes")
-        try:
-            data = f.read(MAX_PROMPT_BYTES + 1)
-        except OSError as exc:
-            raise CatalogError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-        if len(data) > MAX_PROMPT_BYTES:
-            raise CatalogError(str(path), "", f"over {MAX_PROMPT_BYTES} bytes: a prompt is at most that")
+        data = read_regular_file(path, MAX_PROMPT_BYTES, "a prompt")
+    except FileProblem as exc:
+        raise CatalogError(str(path), "", str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -122,6 +122,14 @@ class ToolDetails(_Strict):
     test: TestVerdict | None = None
     """exec of a recognized test command: what ``harness.guard.verdict.recognize`` made of it."""
 
+    def budget_view(self, is_error: bool) -> dict[str, Any]:
+        """The result as the run-progress budget reads it (``isError``, ``details.status`` / ``exitCode``): what the
+        builtin agent shows its budget, and what a replay of its transcript shows the same budget."""
+        details: dict[str, Any] = {"status": self.status}
+        if self.exit_code is not None:
+            details["exitCode"] = self.exit_code
+        return {"isError": is_error, "details": details}
+
 
 class ToolCallRecord(_Strict):
     """A tool call as the model sent it; ``arguments`` is the raw JSON text (possibly invalid or cut)."""

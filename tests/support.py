@@ -76,3 +76,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str)
     for needle in needles:
         assert needle in line, (needle, line)
     return line
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (or a process ending) counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, IndexError):
+        return False

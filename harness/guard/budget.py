@@ -38,6 +38,7 @@ from harness.guard.results import (
     is_failed,
     is_passed_inspection,
     is_running_process,
+    selected_call,
 )
 
 __all__ = [
@@ -298,8 +299,7 @@ class RunProgressBudget:
         (possibly qualified, ``openclaw:core:exec``) and carries its result in ``details.result``."""
         if tool not in self.policy.wrapper_tools:
             return tool, result
-        selected = arguments.get("id") if arguments else None
-        name = selected.rsplit(":", 1)[-1] if isinstance(selected, str) else tool
+        name, _ = selected_call(tool, arguments, self.policy.wrapper_tools)
         details = result.get("details")
         inner = details.get("result") if isinstance(details, Mapping) else None
         return name, inner if isinstance(inner, Mapping) else result

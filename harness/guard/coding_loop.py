@@ -21,14 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.guard.results import SHELL_TOOLS, selected_call
 from harness.guard.verdict import TestVerdict, delivery_verdict, is_test_command
 
-__all__ = ["SHELL_TOOLS", "CODING_LOOP_REFUSAL", "CodingLoopGuard", "CodingLoopDecision"]
-
-SHELL_TOOLS = frozenset({"exec", "bash", "shell", "terminal"})
-"""Tools that run a command (``arguments.command``): where a test run comes from."""
-WRAPPER_TOOLS = frozenset({"tool_call"})
-"""Tool Search transports: judged as the tool they select (``arguments["id"]``)."""
+__all__ = ["CODING_LOOP_REFUSAL", "CodingLoopGuard", "CodingLoopDecision"]
 
 CODING_LOOP_REFUSAL = (
     "error: the run was stopped after {failed} failed test runs without a passing one (a test-and-repair loop "
@@ -47,9 +43,7 @@ class CodingLoopDecision:
 
 def _test_run(tool: str, arguments: Mapping[str, Any] | None) -> bool:
     """Whether the call would run a recognized test command (a wrapped call is judged as the tool it selects)."""
-    if tool in WRAPPER_TOOLS and isinstance(arguments, Mapping) and isinstance(arguments.get("id"), str):
-        inner = arguments.get("args") if isinstance(arguments.get("args"), Mapping) else arguments.get("arguments")
-        return _test_run(str(arguments["id"]).rsplit(":", 1)[-1], inner if isinstance(inner, Mapping) else None)
+    tool, arguments = selected_call(tool, arguments)
     command = arguments.get("command") if isinstance(arguments, Mapping) else None
     return tool in SHELL_TOOLS and isinstance(command, str) and is_test_command(command)
 

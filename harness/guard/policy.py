@@ -37,7 +37,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from harness.errors import PolicyError
 from harness.guard.budget import DEFAULT_POLICY, INSPECTION_TOOL, BudgetPolicy, ResultTest
 from harness.guard.results import (
-    INSPECTION_KIND,
     TRANSITION_UNTESTED,
     is_correctable_inspection_failure,
     is_passed_inspection,
@@ -125,9 +124,6 @@ class GuardPolicy(_Part):
 
 DEFAULT_GUARD: Final = GuardPolicy()
 """The guard as the builtin agent ships it."""
-
-assert INSPECTION_KIND  # the classifier's receipt kind; named here so the docs' reader finds it
-
 
 def load_policy_file(path: Path) -> GuardPolicy:
     """Read a policy file; a bad one is one ``PolicyError`` line naming the file, the key and the problem."""

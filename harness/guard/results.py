@@ -15,6 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "SHELL_TOOLS",
+    "WRAPPER_TOOLS",
+    "selected_call",
+    "recorded_view",
     "FAILED_STATUSES",
     "INSPECTION_KIND",
     "TRANSITION_UNTESTED",
@@ -134,3 +138,29 @@ def is_passed_inspection(result: Mapping[str, Any]) -> bool:
         and details.get("status") == "passed"
         and "pageErrors" not in details
     )
+
+
+def recorded_view(agent_is_error: bool | None, agent_details: Mapping[str, Any] | None, ran: bool) -> dict[str, Any]:
+    """A recorded result as the run-progress budget reads it: the agent's own flag and details, as its budget read
+    them; a call it refused is a failure, ``blocked``. Importers and the replay of an imported transcript share it."""
+    details = dict(agent_details or {})
+    if not ran and "status" not in details:
+        details["status"] = "blocked"
+    return {"isError": agent_is_error is True or not ran, "details": details}
+
+
+SHELL_TOOLS = frozenset({"exec", "bash", "shell", "terminal"})
+"""Tools that run a command (``arguments.command``): OpenClaw's and ours ``exec``, OpenCode's ``bash``, Hermes's
+``terminal``."""
+WRAPPER_TOOLS = frozenset({"tool_call"})
+"""Tool Search transports: a call that runs the tool named in ``arguments["id"]`` with ``arguments["args"]``."""
+
+
+def selected_call(tool: str, arguments: Mapping[str, Any] | None,
+                  wrappers: frozenset[str] = WRAPPER_TOOLS) -> tuple[str, Mapping[str, Any] | None]:
+    """The tool a call really runs and its own arguments: a wrapper names it in ``arguments["id"]`` (possibly
+    qualified, ``openclaw:core:exec``) and passes ``arguments["args"]`` (or ``["arguments"]``); any other call is itself."""
+    if tool not in wrappers or not isinstance(arguments, Mapping) or not isinstance(arguments.get("id"), str):
+        return tool, arguments
+    inner = arguments.get("args") if isinstance(arguments.get("args"), Mapping) else arguments.get("arguments")
+    return str(arguments["id"]).rsplit(":", 1)[-1], inner if isinstance(inner, Mapping) else None

@@ -18,7 +18,7 @@ Which rules are on and their limits is a ``GuardPolicy`` (``harness.guard.policy
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,7 +39,7 @@ from harness.guard.receipt import (
 from harness.guard.verdict import TestVerdict, recognize
 from harness.transcript import OwnerReceipt
 
-__all__ = ["Rule", "CallCheck", "GuardSession", "BUDGET_STOP_TEXT", "BUDGET_REFUSAL_TEXT", "CODING_STOP_TEXT",
+__all__ = ["Rule", "CallCheck", "GuardSession", "latest_verdict", "completed_receipt", "BUDGET_STOP_TEXT", "BUDGET_REFUSAL_TEXT", "CODING_STOP_TEXT",
            "TURN_KEY"]
 
 Rule = Literal["budget", "recursive_delete", "coding_loop", "output_limit"]
@@ -72,6 +72,19 @@ class CallCheck:
     """recursive_delete: the deletion found in the call."""
     stops: bool = False
     """This refusal is the one that stops the run (the first deletion refusal, the coding-loop stop)."""
+
+
+def latest_verdict(events: Sequence[FileChange | CommandRun]) -> TestVerdict | None:
+    """The latest recognized test command's verdict, when one ran to its end."""
+    test = latest_test(events)
+    if test is None or test.end is None:
+        return None
+    return recognize(test.output, test.exit_code, test.command)
+
+
+def completed_receipt(events: Sequence[FileChange | CommandRun], text: str) -> OwnerReceipt:
+    """What the owner gets when the model answered: its text, with the latest test's status."""
+    return OwnerReceipt(status=verification_status(events), text=text, source="model", test=latest_verdict(events))
 
 
 class GuardSession:
@@ -161,15 +174,11 @@ class GuardSession:
     # -- endings -------------------------------------------------------------------------------------
 
     def latest_verdict(self) -> TestVerdict | None:
-        test = latest_test(self.host_events)
-        if test is None or test.end is None:
-            return None
-        return recognize(test.output, test.exit_code, test.command)
+        return latest_verdict(self.host_events)
 
     def completed(self, text: str) -> OwnerReceipt:
         """The model answered: its text, with the latest test's status."""
-        return OwnerReceipt(status=verification_status(self.host_events), text=text, source="model",
-                            test=self.latest_verdict())
+        return completed_receipt(self.host_events, text)
 
     def refusal_receipt(self) -> OwnerReceipt:
         """After a refused deletion: the receipt built from what the tools recorded, never model text."""

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.guard.results import is_failed
+from harness.guard.results import is_failed, recorded_view
 from harness.guard.verdict import TestVerdict, is_test_command, recognize
 from harness.transcript import (
     GuardDecision,
@@ -115,10 +115,7 @@ class RecordedCall:
 
     def budget_view(self) -> dict[str, Any]:
         """The result as the run-progress budget reads it (``isError`` and ``details``)."""
-        details = dict(self.agent_details or {})
-        if not self.ran and "status" not in details:
-            details["status"] = "blocked"
-        return {"isError": self.agent_is_error is True or not self.ran, "details": details}
+        return recorded_view(self.agent_is_error, self.agent_details, self.ran)
 
 
 @dataclass

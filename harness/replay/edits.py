@@ -19,10 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.boundedfile import FileProblem, read_regular_file
 from harness.errors import ReplayError
+from harness.guard.results import SHELL_TOOLS, selected_call
 from harness.guard.verdict import is_test_command, recognize
 from harness.nesting import loads_json
-from harness.replay.session import SHELL_TOOLS, RecordedResult, ReplayCall, ReplayRound, ReplaySession
+from harness.replay.session import RecordedResult, ReplayCall, ReplayRound, ReplaySession
 
 __all__ = ["Edit", "check_edit", "parse_edit", "resolve_edit", "apply_edits"]
 
@@ -50,15 +52,11 @@ def _json(text: str, where: str, edit: str) -> Any:
     if text.startswith("@"):
         path = Path(text[1:])
         try:
-            if not path.exists():
-                raise ReplayError("--edit", edit, f"{path}: cannot read: no such file")
-            if not path.is_file():
-                raise ReplayError("--edit", edit, f"{path}: not a regular file")
-            if path.stat().st_size > _MAX_EDIT_FILE:
-                raise ReplayError("--edit", edit, f"{path}: larger than {_MAX_EDIT_FILE // (1 << 20)} MiB")
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ReplayError("--edit", edit, f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            text = read_regular_file(path, _MAX_EDIT_FILE, "an edit's file").decode("utf-8")
+        except FileProblem as exc:
+            raise ReplayError("--edit", edit, f"{path}: cannot read: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ReplayError("--edit", edit, f"{path}: cannot read: byte {exc.start}: not UTF-8") from None
         where = str(path)
     try:
         return loads_json(text)
@@ -117,14 +115,14 @@ def _recorded(call_name: str, arguments: Mapping[str, Any] | None, value: Mappin
     details = value.get("details", {})
     exit_code = details.get("exitCode") if isinstance(details.get("exitCode"), int) else None
     text = str(value.get("text", ""))
-    if call_name == "tool_call" and isinstance(arguments, Mapping) and isinstance(arguments.get("id"), str):
+    selected, inner = selected_call(call_name, arguments)
+    if selected != call_name:
         # A Tool Search call is read as the tool it selects: a wrapped test run is a test run.
-        inner = arguments.get("args") if isinstance(arguments.get("args"), Mapping) else {}
         inner_details = details.get("result", {}).get("details", {}) if isinstance(details.get("result"), Mapping) \
             else {}
         if exit_code is None and isinstance(inner_details, Mapping) and isinstance(inner_details.get("exitCode"), int):
             exit_code = inner_details["exitCode"]
-        call_name, arguments = str(arguments["id"]).rsplit(":", 1)[-1], inner
+        call_name, arguments = selected, inner
     command = (arguments or {}).get("command")
     test = None
     if call_name in SHELL_TOOLS and isinstance(command, str) and is_test_command(command) and text:

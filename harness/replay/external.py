@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Literal
 
 from harness.errors import ReplayError, one_line
-from harness.guard.receipt import CommandRun, FileChange, latest_test, verification_status
-from harness.guard.verdict import recognize
+from harness.guard.receipt import CommandRun, FileChange
+from harness.guard.session import completed_receipt
 from harness.replay.engine import Refused, StopNote
 from harness.replay.session import RecordedResult, ReplayCall, ReplaySession
 from harness.transcript import OwnerReceipt
@@ -294,9 +294,7 @@ class ExternalGuard:
             # A reported cut: the guard's text for it, when it gave one (the stop's own text is the harness's).
             shown = self.cut_text if stop.reason == "output_limit" and self.cut_text else stop.text
             return OwnerReceipt(status="failed", text=shown, source="agent_guard", reasons=(stop.detail,))
-        test = latest_test(self.events)
-        verdict = recognize(test.output, test.exit_code, test.command) if test is not None and test.end else None
-        return OwnerReceipt(status=verification_status(self.events), text=text, source="model", test=verdict)
+        return completed_receipt(self.events, text)
 
     def deferrals(self) -> int:
         return self._deferrals

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.errors import ReplayError
 from harness.guard.receipt import CommandRun, FileChange
+from harness.guard.results import SHELL_TOOLS, recorded_view
 from harness.guard.verdict import TestVerdict
 from harness.transcript import (
     Event,
@@ -36,7 +37,6 @@ MODELED_RULES = frozenset({"budget", "recursive_delete", "coding_loop", "output_
 """The rules a policy decides. A call the recording's agent refused by another of its rules (a path correction, a
 tool policy) stays refused in every replay, as the environment it ran in."""
 
-SHELL_TOOLS = frozenset({"exec", "bash", "terminal", "shell"})
 FILE_TOOLS = {"write": "written", "edit": "changed", "apply_patch": "changed"}
 
 
@@ -108,15 +108,8 @@ class ReplaySession:
 
 def _view(result: ToolResult, ran: bool) -> dict[str, Any]:
     if result.agent_is_error is not None or result.agent_details is not None:
-        # An imported result: the agent's own flag and details, as the recording's budget read them.
-        details = dict(result.agent_details or {})
-        if not ran and "status" not in details:
-            details["status"] = "blocked"
-        return {"isError": result.agent_is_error is True or not ran, "details": details}
-    details_view: dict[str, Any] = {"status": result.details.status}
-    if result.details.exit_code is not None:
-        details_view["exitCode"] = result.details.exit_code
-    return {"isError": result.is_error, "details": details_view}
+        return recorded_view(result.agent_is_error, result.agent_details, ran)  # an imported result
+    return result.details.budget_view(result.is_error)  # the builtin agent's own
 
 
 def _result(result: ToolResult, refusal: GuardDecision | None, imported: bool) -> RecordedResult:

@@ -321,18 +321,6 @@ def assert_stored_once(runs: Path, sweep_id: str, cells: int) -> int:
     return finished
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process; a zombie (or a process ending) counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 @contextmanager
 def tmpfs(mnt: Path, size: str) -> Iterator[Path]:
     """A tmpfs of ``size`` (e.g. "8m") mounted at ``mnt`` for the block, unmounted at the end whatever happens."""

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import alive, run_fleet, start_fleet
+from tests.integration.fleetkit import run_fleet, start_fleet
+from tests.support import alive
 
 pytestmark = pytest.mark.integration
 

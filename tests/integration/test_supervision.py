@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
-from tests.integration.fleetkit import SSHHost, alive, run_fleet, start_fleet
+from tests.integration.fleetkit import SSHHost, run_fleet, start_fleet
+from tests.support import alive
 
 pytestmark = pytest.mark.integration
 

@@ -147,14 +147,6 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-def _budget_view(outcome: ToolOutcome) -> dict[str, Any]:
-    """A tool result in the shape the budget classifies (``isError``, ``details.status``/``exitCode``)."""
-    details: dict[str, Any] = {"status": outcome.details.status}
-    if outcome.details.exit_code is not None:
-        details["exitCode"] = outcome.details.exit_code
-    return {"isError": outcome.is_error, "details": details}
-
-
 def _write_atomic(path: Path, data: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as file:
@@ -316,7 +308,7 @@ class _Run:
                                           text=outcome.text, details=outcome.details))
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
             if observed:
-                decision = self.guard.after_result(call.id, call.name, arguments or {}, _budget_view(outcome),
+                decision = self.guard.after_result(call.id, call.name, arguments or {}, outcome.details.budget_view(outcome.is_error),
                                                    outcome.details.test, outcome.details.exit_code)
                 assert decision is not None
                 data = self.budget.snapshot()

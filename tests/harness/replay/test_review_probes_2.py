@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.replay.test_review_probes import GOLDEN, fleet
+from tests.support import alive
 
 PIXEL = Path(__file__).resolve().parents[2] / "fixtures" / "pixel-fleet"
 STRIXY_TAIL = "unittest-verdict-strixy-tail-d4a61f33.json"
@@ -207,12 +208,6 @@ def test_a_second_answer_to_the_last_end_is_not_ignored(tmp_path: Path) -> None:
 # --- 8: guards of --jobs workers outlive the replay -------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_parallel_replay_ends_its_guards_as_a_serial_one_does(tmp_path: Path) -> None:
@@ -245,11 +240,11 @@ def test_a_parallel_replay_ends_its_guards_as_a_serial_one_does(tmp_path: Path) 
             assert proc.returncode == 0, proc.stderr
             started = [int(p) for p in pids.read_text(encoding="utf-8").split()]
             assert started, "no guard started"
-            alive = [p for p in started if _alive(p)]
-            assert not alive, f"--jobs {jobs}: guards {alive} still running after the replay returned"
+            left = [p for p in started if alive(p)]
+            assert not left, f"--jobs {jobs}: guards {left} still running after the replay returned"
     finally:
         for p in [int(x) for x in pids.read_text(encoding="utf-8").split()] if pids.exists() else []:
-            if _alive(p):
+            if alive(p):
                 os.kill(p, signal.SIGKILL)
 
 

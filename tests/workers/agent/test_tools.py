@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import alive
 from workers.agent.tools import TOOL_NAMES, Toolbox, Workspace
 
 
@@ -123,14 +124,14 @@ def test_exec_timeout_ends_the_whole_process_group(tools: Toolbox, root: Path) -
     assert time.monotonic() - started < 5
     assert out.is_error and out.details.timed_out and out.details.exit_code is None
     assert "timed out after 1 s" in out.text
-    assert not _alive(int((root / "child.pid").read_text()))
+    assert not alive(int((root / "child.pid").read_text()))
 
 
 def test_exec_leaves_nothing_running(tools: Toolbox, root: Path) -> None:
     started = time.monotonic()
     out = tools.run("exec", {"command": "sleep 30 & echo $! > bg.pid; echo started"})
     assert time.monotonic() - started < 5 and out.output == "started\n"
-    assert not _alive(int((root / "bg.pid").read_text()))
+    assert not alive(int((root / "bg.pid").read_text()))
 
 
 def test_exec_output_is_capped_keeping_head_and_tail(tools: Toolbox) -> None:
@@ -155,12 +156,3 @@ def test_exec_hides_the_api_key_and_the_harness_path(root: Path, monkeypatch: py
     assert out.output == "key=unset path=/opt/other\n"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, IndexError):
-        return False
