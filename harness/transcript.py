@@ -61,6 +61,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "TranscriptWriter",
     "read_transcript",
+    "parse_transcript",
     "utc_now",
 ]
 
@@ -406,10 +407,21 @@ def read_transcript(path: str | os.PathLike[str]) -> list[Event]:
     """Read and validate a transcript. A bad line raises ``TranscriptError(file, "line N", problem)``."""
     file = str(path)
     try:
-        raw = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise TranscriptError(file, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise TranscriptError(file, "", f"cannot read: {exc}") from None
+    return parse_transcript(data, file)
+
+
+def parse_transcript(data: bytes, file: str) -> list[Event]:
+    """Validate a transcript's bytes (for a reader that also hashes them: the file is read once). ``file`` names
+    it in errors."""
+    try:
+        # As a text file is read: UTF-8, line ends made "\n" (a JSON line holds no raw CR of its own).
+        raw = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
         raise TranscriptError(file, "", f"cannot read: {exc}") from None
     events: list[Event] = []
     lines = raw.split("\n")

@@ -25,7 +25,7 @@ from harness.importers.reader import SQLITE_MAGIC
 from harness.nesting import loads_json
 from harness.records import AttemptMeta, ImportedMeta, read_meta
 from harness.replay.session import ReplaySession, session_from_events
-from harness.transcript import read_transcript
+from harness.transcript import parse_transcript
 
 __all__ = ["TRANSCRIPT", "Input", "sniff", "read_source"]
 
@@ -169,9 +169,13 @@ def _recorded_sha(folder: Path, name: str) -> str | None:
 
 
 def _transcript_input(path: Path, name: str, source: str | None = None) -> Input:
-    sha = _sha256(path)
     try:
-        events = read_transcript(path)
+        data = path.read_bytes()  # once: hashed, then parsed
+    except OSError as exc:
+        raise ReplayError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        events = parse_transcript(data, str(path))
     except TranscriptError as exc:
         raise ReplayError(str(path), exc.key, exc.problem) from None
     session = session_from_events(events, source=source or str(path), name=name, sha256=sha)
