@@ -28,7 +28,7 @@ from harness.replay.outcome import Refusal, ReplayOutcome, StopReason
 from harness.replay.session import MODELED_RULES, RecordedResult, ReplayCall, ReplayRound, ReplaySession, host_event
 from harness.transcript import OwnerReceipt
 
-__all__ = ["StopNote", "Refused", "Guard", "SessionGuard", "replay_session"]
+__all__ = ["StopNote", "Refused", "Guard", "SessionGuard", "replay_session", "response_id"]
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,9 @@ class _Walk:
             delivered_sha256=delivered, delivered=receipt.text, **common)
 
 
-def _response_id(number: int, index: int) -> str:
+def response_id(number: int, index: int) -> str:
+    """Which model reply a call came in (the receipt tells sibling calls by it): its round, or, where the
+    recording numbers no rounds, the call itself."""
     return f"round-{number}" if number > 0 else f"call-{index}"
 
 
@@ -209,7 +211,7 @@ def replay_session(session: ReplaySession, guard: Guard, policy_name: str) -> Re
                 walk.refusals.append(Refusal(call=index, rule=result.refused_by or "recorded", reason="recorded",
                                              text=result.text))
             else:
-                event = host_event(call, result, session.workspace, index, _response_id(rnd.number, index))
+                event = host_event(call, result, session.workspace, index, response_id(rnd.number, index))
                 if event is not None:
                     guard.record(event)
             stop = guard.after_result(index, call, result)

@@ -18,7 +18,7 @@ from typing import IO, Any
 from harness.guard.policy import DEFAULT_GUARD, GuardPolicy
 from harness.guard.receipt import CommandRun, FileChange
 from harness.guard.verdict import TestVerdict
-from harness.replay.engine import SessionGuard, StopNote
+from harness.replay.engine import SessionGuard, StopNote, response_id
 from harness.replay.session import RecordedResult, ReplayCall, ReplaySession, host_event
 
 PROTOCOL = 1
@@ -121,7 +121,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
                                 path=message.get("path"), cwd=message.get("cwd"))
         index = int(message["call"])
         if result.ran:
-            response = f"round-{state.current_round}" if state.current_round > 0 else f"call-{index}"
+            response = response_id(state.current_round, index)
             event: FileChange | CommandRun | None = host_event(call, result, session.workspace, index, response)
             if event is not None:
                 guard.record(event)

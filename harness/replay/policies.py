@@ -49,7 +49,6 @@ class PolicySpec:
     checkout: str | None = None
     """git: the temporary folder holding REF's tree (removed by ``close``)."""
     _process: Any = None
-    commit: str = ""
     timeout: float = 60.0
     """External kinds: seconds the guard has to answer each message (``FLEET_REPLAY_GUARD_TIMEOUT``)."""
 
@@ -144,11 +143,11 @@ def resolve_policy(text: str, guard_timeout: float = 60.0) -> PolicySpec:
             raise ReplayError(text, "", "give a command after cmd:")
         return PolicySpec(text, "cmd", None, argv, timeout=guard_timeout)
     if text.startswith("git:"):
-        commit, folder = _git_checkout(text[4:])
+        _, folder = _git_checkout(text[4:])
         env = {**os.environ, "PYTHONPATH": folder, "PYTHONDONTWRITEBYTECODE": "1"}
         # -m from the checkout's folder: its own harness package comes first on the path, before this one's.
         return PolicySpec(text, "git", None, [sys.executable, "-m", SERVER_MODULE], env, folder, folder,
-                          commit=commit, timeout=guard_timeout)
+                          timeout=guard_timeout)
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
         policy = load_policy_file(path)
