@@ -23,7 +23,7 @@ from typing import Final, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.failures import classify
-from harness.outcome import label
+from harness.outcome import label, shown_grade
 from harness.records import AttemptSummary, SweepRecord
 from harness.report import PASS_GRADE, PassRate, pass_rate
 
@@ -172,17 +172,9 @@ def cell_grade(a: AttemptSummary | None) -> tuple[str, bool]:
 
 
 def _grades(sweep: SweepRecord) -> list[str]:
-    """Every cell's grade as report's pass rate reads it: '' when not graded, HARNESS_FAILURE for a failure."""
-    out = []
-    for c in sweep.cells:
-        a = sweep.last(c.id)
-        if a is None or a.status == "dispatched":
-            out.append("")
-        elif classify(a.status, a.reason, a.grade, a.failure) is not None:
-            out.append("HARNESS_FAILURE")
-        else:
-            out.append(a.grade)
-    return out
+    """Every cell's grade as report's pass rate reads it (``shown_grade``): '' when not graded, a reviewer's
+    override when there is one, HARNESS_FAILURE for a failure."""
+    return [shown_grade(sweep.last(c.id)) for c in sweep.cells]
 
 
 def _sides(sweep: SweepRecord) -> dict[tuple[str, str, str], Side]:

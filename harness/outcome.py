@@ -12,7 +12,7 @@ from __future__ import annotations
 from harness.failures import classify
 from harness.records import AttemptSummary
 
-__all__ = ["label", "STYLES"]
+__all__ = ["label", "shown_grade", "STYLES"]
 
 STYLES = {
     "DELIVERED": "green",
@@ -45,3 +45,16 @@ def label(a: AttemptSummary | None, live: bool = True) -> tuple[str, str]:
     if a.exit_code == 0:
         return "ok", STYLES["ok"]
     return f"exit {a.exit_code}", STYLES["exit"]
+
+
+def shown_grade(a: AttemptSummary | None) -> str:
+    """The grade a cell counts as in pass rates, reports, compare and the dashboard: '' when not graded yet (or
+    still in flight), a reviewer's override when there is one, HARNESS_FAILURE for a harness failure
+    (``classify``), else the automatic grade."""
+    if a is None or a.status == "dispatched":
+        return ""
+    if a.override:
+        return a.override
+    if classify(a.status, a.reason, a.grade, a.failure) is not None:
+        return "HARNESS_FAILURE"
+    return a.grade

@@ -358,6 +358,10 @@ class AttemptSummary(_Record):
     grade: str = Field(default="", description="The latest grade of this attempt (grade.json), if graded.")
     failure: str = Field(default="", description="The harness failure code (harness.failures.classify) when the "
                          "attempt or its grade is a harness failure, else empty.")
+    stop: str = Field(default="", description="The latest grade's guard stop reason (a stable code), if the run was "
+                      "stopped; '' otherwise and in sweeps recorded before it was kept here.")
+    override: str = Field(default="", description="A reviewer's grade that overrides the automatic one (the latest "
+                          "override, harness/grading/override.py); '' when there is none.")
 
 
 class HostSummary(_Record):

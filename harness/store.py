@@ -256,6 +256,19 @@ CREATE TABLE IF NOT EXISTS artifacts (
     sweep_id TEXT, cell_id TEXT, attempt INTEGER, name TEXT, size INTEGER, sha256 TEXT,
     PRIMARY KEY (sweep_id, cell_id, attempt, name)
 );
+CREATE TABLE IF NOT EXISTS sweep_plans (
+    sweep_id TEXT PRIMARY KEY, hosts TEXT, items INTEGER, agents TEXT
+);
+CREATE TABLE IF NOT EXISTS cells (
+    sweep_id TEXT, cell_id TEXT, host TEXT, item TEXT, agent TEXT, rep INTEGER, attempts INTEGER,
+    attempt INTEGER, status TEXT, grade TEXT, auto_grade TEXT, override TEXT, stop TEXT, duration_s REAL,
+    PRIMARY KEY (sweep_id, cell_id)
+);
+CREATE INDEX IF NOT EXISTS cells_by_host ON cells (host, sweep_id);
+CREATE TABLE IF NOT EXISTS overrides (
+    sweep_id TEXT, cell_id TEXT, attempt INTEGER, grade TEXT, automatic TEXT, reason TEXT, author TEXT, at TEXT,
+    PRIMARY KEY (sweep_id, cell_id, attempt, at)
+);
 """
 
 
@@ -520,6 +533,9 @@ class SweepWriter:
         self._db: sqlite3.Connection | None = None
         self._plan: list | None = None
         self._plan_ids: frozenset[str] = frozenset()
+        self._cell_of: dict[str, Cell] | None = None
+        self._cell_plan: list | None = None
+        self._indexed_plan: list | None = None
 
     # -- the journal --------------------------------------------------------------------------------
     def _append(self, entry: dict) -> None:
@@ -639,9 +655,41 @@ class SweepWriter:
             raise StoreError(f"{self.store.root / 'index.sqlite'}: {exc}") from exc
 
     def _index_sweep(self, sweep: SweepRecord) -> None:
-        self._execute(("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?)",
-                       (sweep.id, sweep.label, sweep.created_at, sweep.finished_at, sweep.status, sweep.harness_commit,
-                        len(sweep.cells))))
+        """The sweep's row, its plan's shape (what the dashboard's list shows without reading sweep.json), and,
+        with a snapshot, every cell's row."""
+        cells = sweep.cells
+        statements: list[tuple[str, list | tuple]] = [
+            ("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?)",
+             (sweep.id, sweep.label, sweep.created_at, sweep.finished_at, sweep.status, sweep.harness_commit,
+              len(cells))),
+            ("INSERT OR REPLACE INTO sweep_plans VALUES (?,?,?,?)",
+             (sweep.id, json.dumps(sorted(sweep.hosts)), len(sweep.items), json.dumps(sorted({c.agent for c in cells})))),
+        ]
+        if self._indexed_plan is not cells:
+            # Once per plan (a snapshot of a new or resumed sweep), not per status change: 10,000 rows.
+            self._indexed_plan = cells
+            statements.append(("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                               [self._cell_row(sweep, c.id) for c in cells]))
+        self._execute(*statements)
+
+    def _cell_row(self, sweep: SweepRecord, cell_id: str, runs: list[AttemptSummary] | None = None) -> tuple:
+        """The cell's row of the index's ``cells`` table: its last recorded attempt as the dashboard's list and host
+        pages count it (``shown_grade``: an override wins, a harness failure is HARNESS_FAILURE). ``runs``: the
+        cell's attempts when they are about to change (the row is written in the same transaction)."""
+        from harness.outcome import shown_grade
+
+        if self._cell_of is None or self._cell_plan is not sweep.cells:
+            self._cell_plan, self._cell_of = sweep.cells, {c.id: c for c in sweep.cells}
+        c = self._cell_of[cell_id]
+        recorded = [a for a in (sweep.attempts.get(cell_id) or [] if runs is None else runs) if a.status != "dispatched"]
+        a = recorded[-1] if recorded else None
+        return (sweep.id, cell_id, c.host, c.item, c.agent, c.rep, len(recorded), a.attempt if a else 0,
+                a.status if a else "pending", shown_grade(a), a.grade if a else "", a.override if a else "",
+                a.stop if a else "", a.duration_s if a else 0.0)
+
+    def index_cell(self, sweep: SweepRecord, cell_id: str) -> None:
+        """Rewrite the cell's index row from ``sweep`` (after an override changed its summary)."""
+        self._execute(("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._cell_row(sweep, cell_id)))
 
     # -- attempts and grades ------------------------------------------------------------------------------
     def record_attempt(self, sweep: SweepRecord, result: AttemptResult) -> bool:
@@ -719,6 +767,9 @@ class SweepWriter:
               str(folder.relative_to(self.store.root)))),
             ("INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?)",
              [(sweep.id, result.cell_id, result.attempt, a.name, a.size, a.sha256) for a in result.artifacts]),
+            ("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+             self._cell_row(sweep, result.cell_id, sorted([*(a for a in runs if a.attempt != result.attempt), entry],
+                                                          key=lambda a: a.attempt))),
         )
         _upsert(sweep, result.cell_id, entry)
         self._journal_attempt(sweep, result.cell_id, entry)
@@ -730,13 +781,18 @@ class SweepWriter:
 
         write_grade_files(self.store.attempt_dir(sweep.id, cell_id, attempt), grade)
         summary = next((a for a in sweep.attempts.get(cell_id) or [] if a.attempt == attempt), None)
+        if summary is not None:
+            failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
+            summary = summary.model_copy(update={"grade": grade.grade, "failure": failure.reason if failure else "",
+                                                 "stop": grade.stop.reason if grade.stop else ""})
+        runs = [summary if summary is not None and a.attempt == attempt else a for a in sweep.attempts.get(cell_id) or []]
         self._execute(
             ("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
              (sweep.id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
               grade.stop.reason if grade.stop else "", grade.graded_at)),
+            *([("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._cell_row(sweep, cell_id, runs))]
+              if summary is not None and cell_id in self._cell_ids(sweep) else []),
         )
         if summary is not None:
-            summary.grade = grade.grade
-            failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
-            summary.failure = failure.reason if failure else ""
+            _upsert(sweep, cell_id, summary)
             self._journal_attempt(sweep, cell_id, summary)
