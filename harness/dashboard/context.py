@@ -1,0 +1,164 @@
+"""What every page is rendered with: the store, the token, the templates, and the links between pages.
+
+Links are made by a ``Links`` object, never written into templates by hand: the server's links are absolute
+URLs, an export's (``fleet dashboard --export``) are relative file names, and the same templates serve both.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from harness.store import Store
+
+__all__ = ["Dashboard", "Links", "ExportLinks", "TEMPLATES", "STATIC", "quote_path", "duration", "GRADE_CLASS"]
+
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+
+GRADE_CLASS = {
+    "DELIVERED": "g-delivered", "PARTIAL": "g-partial", "NOTHING": "g-nothing", "CODE_IN_CHAT": "g-code",
+    "HARNESS_FAILURE": "g-failure", "": "g-none",
+}
+"""A grade's CSS class: the matrix colours a cell by it."""
+
+
+def quote_path(value: str) -> str:
+    """A stored name (a cell id ``host/item/agent/r1``, a file path) as URL path segments: each part
+    percent-encoded, the slashes kept."""
+    return "/".join(urllib.parse.quote(part, safe="") for part in value.split("/"))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = float(seconds)
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s) // 60}m {int(s) % 60:02d}s" if s >= 60 else f"{s:.0f} s"
+    return f"{int(s) // 3600}h {int(s) % 3600 // 60:02d}m"
+
+
+class Links:
+    """The server's URLs. Every argument is a stored name: it is percent-encoded here, once."""
+
+    static_root = "/static"
+
+    def static(self, name: str) -> str:
+        return f"{self.static_root}/{name}"
+
+    def sweeps(self, label: str | None = None) -> str:
+        return "/" + (f"?label={urllib.parse.quote(label, safe='')}" if label else "")
+
+    def sweep(self, sweep_id: str) -> str:
+        return f"/sweeps/{quote_path(sweep_id)}"
+
+    def cell(self, sweep_id: str, cell_id: str, attempt: int | None = None) -> str:
+        q = f"?attempt={attempt}" if attempt else ""
+        return f"/sweeps/{quote_path(sweep_id)}/cells/{quote_path(cell_id)}{q}"
+
+    def file(self, sweep_id: str, path: str) -> str:
+        """A stored file of the sweep (``path`` relative to the sweep's folder), downloaded as it is."""
+        return f"/sweeps/{quote_path(sweep_id)}/files/{quote_path(path)}"
+
+    def host(self, name: str) -> str:
+        return f"/hosts/{quote_path(name)}"
+
+    def compare(self, baseline: str, candidate: str) -> str:
+        return "/compare?" + urllib.parse.urlencode({"baseline": baseline, "candidate": candidate})
+
+    def replays(self) -> str:
+        return "/replays"
+
+    def replay(self, name: str) -> str:
+        return f"/replays/{quote_path(name)}"
+
+    def events(self, sweep_id: str) -> str:
+        return f"/sweeps/{quote_path(sweep_id)}/events"
+
+    def override(self, sweep_id: str, cell_id: str) -> str:
+        return f"/sweeps/{quote_path(sweep_id)}/cells/{quote_path(cell_id)}/override"
+
+    def login(self) -> str:
+        return "/login"
+
+
+@dataclass
+class ExportLinks(Links):
+    """Links between the files of one exported sweep, relative to the page being written (``here``, a path
+    inside the export folder). Pages outside the export (other sweeps, compare, replays) have no link: ''."""
+
+    sweep_id: str = ""
+    here: str = "index.html"
+
+    def _rel(self, target: str) -> str:
+        return posixpath.relpath(target, posixpath.dirname(self.here) or ".")
+
+    def static(self, name: str) -> str:
+        return self._rel(f"static/{name}")
+
+    def sweeps(self, label: str | None = None) -> str:
+        return ""
+
+    def sweep(self, sweep_id: str) -> str:
+        return self._rel("index.html") if sweep_id == self.sweep_id else ""
+
+    def cell(self, sweep_id: str, cell_id: str, attempt: int | None = None) -> str:
+        if sweep_id != self.sweep_id:
+            return ""
+        return self._rel(f"cells/{quote_path(cell_id)}/{f'attempt-{attempt}' if attempt else 'index'}.html")
+
+    def file(self, sweep_id: str, path: str) -> str:
+        return self._rel(f"files/{quote_path(path)}") if sweep_id == self.sweep_id else ""
+
+    def host(self, name: str) -> str:
+        return self._rel(f"hosts/{quote_path(name)}.html")
+
+    def compare(self, baseline: str, candidate: str) -> str:
+        return ""
+
+    def replays(self) -> str:
+        return ""
+
+    def replay(self, name: str) -> str:
+        return ""
+
+    def events(self, sweep_id: str) -> str:
+        return ""
+
+    def override(self, sweep_id: str, cell_id: str) -> str:
+        return ""
+
+    def login(self) -> str:
+        return ""
+
+
+def _environment() -> jinja2.Environment:
+    # Autoescape everywhere: every stored string (a model reply, a file name, an answer) is text, never markup.
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["duration"] = duration
+    env.filters["grade_class"] = lambda g: GRADE_CLASS.get(g or "", "g-none")
+    env.filters["pct"] = lambda r: "-" if r is None else f"{100 * r:.0f} %"
+    return env
+
+
+@dataclass
+class Dashboard:
+    """The app's state: one results directory, read; the token, if overrides are allowed."""
+
+    store: Store
+    token: str | None = None
+    live_poll_s: float = 1.0
+    env: jinja2.Environment = field(default_factory=_environment)
+
+    def render(self, name: str, links: Links, **context: Any) -> str:
+        return self.env.get_template(name).render(links=links, writable=self.token is not None and not isinstance(
+            links, ExportLinks), **context)
