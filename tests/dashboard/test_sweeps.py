@@ -4,6 +4,7 @@ on results directories the real SweepWriter wrote."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -39,7 +40,10 @@ def test_the_list_from_the_index_says_what_the_sweep_files_say(tmp_path: Path) -
     store = Store(tmp_path / "runs")
     _nightlies(store)
     from_index = read_listing(store)
-    from_files = list_sweeps(store)
+    copy = Store(tmp_path / "copy")
+    shutil.copytree(store.root, copy.root)
+    (copy.root / "index.sqlite").unlink()
+    from_files = list_sweeps(copy)
     assert [s.id for s in from_index.sweeps] == [s.id for s in from_files.sweeps]
     for mine, theirs in zip(from_index.sweeps, from_files.sweeps):
         assert mine == theirs, mine.id
@@ -61,6 +65,7 @@ def test_the_list_reads_the_index_not_every_sweep_file(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(Store, "load_sweep", no_reading)
     assert len(read_listing(store).sweeps) == 3
+    assert len(list_sweeps(store, label="nightly").sweeps) == 2  # fleet sweeps: the same lines
 
 
 def test_without_the_index_or_with_an_older_one_the_files_are_read(tmp_path: Path) -> None:
