@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from harness.store import Store
 
 __all__ = ["OVERRIDE_SCHEMA_VERSION", "REASON_MAX", "AUTHOR_MAX", "GRADE_NAMES", "GradeOverride", "GradeHistory",
-           "read_grade_history", "latest_override", "check_override_input", "override_grade"]
+           "read_grade_history", "latest_override", "check_override_input", "check_author", "override_grade"]
 
 OVERRIDE_SCHEMA_VERSION: Final = 1
 REASON_MAX: Final = 2000
@@ -90,17 +90,23 @@ def check_override_input(grade: str, reason: str, author: str) -> tuple[GradeNam
     too long reason, a missing, too long or multi-line author."""
     if grade not in GRADE_NAMES:
         raise UsageError(f"override grade {grade!r} is not one of {', '.join(GRADE_NAMES)}")
-    reason, author = reason.strip(), author.strip()
+    reason = reason.strip()
     if not reason:
         raise UsageError("an override needs a reason (why the automatic grade is wrong, for the next reader)")
     if len(reason) > REASON_MAX:
         raise UsageError(f"the override's reason is {len(reason)} characters long; at most {REASON_MAX}")
+    return cast(GradeName, grade), reason, check_author(author)
+
+
+def check_author(author: str) -> str:
+    """A reviewer's name as it is stored (stripped), or the ``UsageError`` saying why it cannot be one."""
+    author = author.strip()
     if not author:
         raise UsageError("an override needs its author's name")
     if len(author) > AUTHOR_MAX or not author.isprintable():
         # Printed in reports and terminals after "override by": one short line of text, no control characters.
         raise UsageError(f"the author's name must be one line of printable text of at most {AUTHOR_MAX} characters")
-    return cast(GradeName, grade), reason, author
+    return author
 
 
 def override_grade(store: "Store", sweep_id: str, cell_id: str, attempt: int | None, grade: str, reason: str,
