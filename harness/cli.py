@@ -370,7 +370,9 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
                  if a.override else f"[{style}]{text}[/]")
         console.print(f"  attempt {a.attempt}: {shown} {a.duration_s:.1f} s")
     console.print(f"attempt {k}: {folder}")
-    overrides = [h for h in read_grade_history(folder) if isinstance(h, GradeOverride)]
+    chosen = next((a for a in runs_ if a.attempt == k), None)
+    # The history is read only for an overridden attempt (its summary says so), as `fleet report` does.
+    overrides = [h for h in read_grade_history(folder) if isinstance(h, GradeOverride)] if chosen and chosen.override else []
     if overrides:
         console.print("overrides (the latest counts):")
         for o in overrides:
