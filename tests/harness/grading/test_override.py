@@ -293,3 +293,25 @@ def test_fleet_grade_override_needs_one_cell(tmp_path: Path) -> None:
                      cwd=tmp_path)
     assert_one_line_error(proc, "give --host and --item")
     assert tree_digest(tmp_path) == before
+
+
+def test_a_group_of_repetitions_says_how_many_are_overrides(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    sweeps = []
+    for sweep_id in ("20261201-000000-base", "20261202-000000-cand"):
+        sweep = synthetic_sweep(sweep_id, hosts=1, items=1, reps=2)
+        with store.writer(sweep.id) as w:
+            w.save_sweep(sweep)
+            for cell in sweep.cells:
+                assert w.record_attempt(sweep, finished_result(sweep, cell))
+                w.record_grade(sweep, cell.id, 1, Grade(grade="DELIVERED", outcome="passed"))
+            w.set_status(sweep, "finished")
+        sweeps.append(sweep)
+    override_grade(store, sweeps[1].id, "host0/01-item/builtin/r2", 1, "PARTIAL", "r2 is wrong", "alice")
+    result = compare_sweeps(store.load_sweep(sweeps[0].id), store.load_sweep(sweeps[1].id))
+    (row,) = result.rows
+    assert row.change == "regressed" and row.candidate is not None
+    assert row.candidate.summary == "flaky 1/2 (1 by override)"
+    assert [r.shown for r in row.candidate.reps] == ["DELIVERED", "PARTIAL (override of DELIVERED)"]
+    proc = run_fleet("compare", sweeps[0].id, sweeps[1].id, "--runs", str(tmp_path), cwd=tmp_path)
+    assert "candidate: pass@2 yes; r1 DELIVERED, r2 PARTIAL (override of DELIVERED)" in proc.stdout, proc.stdout
