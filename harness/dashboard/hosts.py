@@ -267,6 +267,21 @@ def _transcript_speed(store: Store, sweep_id: str, folder: Path) -> AttemptSpeed
     return speed
 
 
+def _indexed_cells(store: Store, name: str, sweep_id: str) -> list[tuple[str, str, int]] | None:
+    """The host's cells of an indexed sweep with their last recorded attempt, in cell order, from the index's
+    ``cells`` rows (the sweep's file is not read); None when the index cannot be read."""
+    try:
+        db = sqlite3.connect(f"file:{store.root / 'index.sqlite'}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT cell_id, agent, attempt FROM cells WHERE host = ? AND sweep_id = ? AND attempt > 0 "
+                              "ORDER BY cell_id", (name, sweep_id)).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return [(str(c), str(a or ""), int(n)) for c, a, n in rows]
+
+
 def _meta_version(folder: Path) -> tuple[str, str]:
     """(agent_kind, agent_version) from meta.json, for an attempt that left no transcript."""
     path = folder / "meta.json"
@@ -305,12 +320,14 @@ def read_host(store: Store, name: str) -> HostView:
     reported: list[str] = []
     for point in recent:
         measured: list[tuple[AttemptSpeed, str, str, int]] = []
-        try:
-            facts = _sweep_facts(store, point.sweep_id)
-        except FleetError as exc:
-            problems.append(str(exc))
-            continue
-        for cell_id, agent, attempt in facts.cells.get(name, [])[:share]:
+        cells = _indexed_cells(store, name, point.sweep_id) if point.source == "index" else None
+        if cells is None:
+            try:
+                cells = _sweep_facts(store, point.sweep_id).cells.get(name, [])
+            except FleetError as exc:
+                problems.append(str(exc))
+                continue
+        for cell_id, agent, attempt in cells[:share]:
             try:
                 folder = store.attempt_dir(point.sweep_id, cell_id, attempt)
                 speed = _transcript_speed(store, point.sweep_id, folder)

@@ -112,26 +112,27 @@ class SpeedSummary(_Frozen):
 
 def summarize(speeds: Iterable[tuple[AttemptSpeed, str, str, int]]) -> SpeedSummary:
     """One summary of attempts, each given as (its speed, sweep id, cell id, attempt number)."""
-    replies: list[Reply] = []
+    tps: list[float] = []
+    latency: list[float] = []
     attempts = unmeasured = 0
     models: list[str] = []
+    largest: tuple[Reply, str, str, int] | None = None
     for speed, sweep_id, cell_id, attempt in speeds:
         attempts += 1
         unmeasured += speed.unmeasured
         if speed.model and speed.model not in models:
             models.append(speed.model)
-        replies.extend(r.model_copy(update={"sweep_id": sweep_id, "cell_id": cell_id, "attempt": attempt})
-                       for r in speed.replies)
-    tps = [r.tokens_per_s for r in replies]
-    latency = [r.latency_s for r in replies]
-    largest = None
-    for r in replies:
-        if largest is None or r.completion_tokens > largest.completion_tokens:
-            largest = r
-    return SpeedSummary(attempts=attempts, replies=len(replies), unmeasured=unmeasured,
+        for r in speed.replies:
+            tps.append(r.tokens_per_s)
+            latency.append(r.latency_s)
+            if largest is None or r.completion_tokens > largest[0].completion_tokens:
+                largest = (r, sweep_id, cell_id, attempt)
+    return SpeedSummary(attempts=attempts, replies=len(tps), unmeasured=unmeasured,
                         median_tps=statistics.median(tps) if tps else None, p90_tps=percentile(tps, 0.9),
                         median_latency_s=statistics.median(latency) if latency else None,
-                        p90_latency_s=percentile(latency, 0.9), largest=largest, models=models)
+                        p90_latency_s=percentile(latency, 0.9), models=models,
+                        largest=largest[0].model_copy(update={"sweep_id": largest[1], "cell_id": largest[2],
+                                                              "attempt": largest[3]}) if largest else None)
 
 
 def ratio(newer: float | None, older: float | None) -> float | None:

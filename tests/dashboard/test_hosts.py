@@ -192,3 +192,16 @@ def test_a_host_no_sweep_has_is_one_line_404(tmp_path: Path) -> None:
     assert page.status_code == 404
     line = page.text.split('class="error-line">', 1)[1].split("</p>", 1)[0]
     assert "no host &#39;tower9&#39;" in line and "\n" not in line
+
+
+def test_p90_is_the_nearest_rank_and_a_bad_line_is_counted_not_fatal(tmp_path: Path) -> None:
+    from harness.dashboard.speed import attempt_speed, percentile
+
+    assert percentile([float(v) for v in range(10, 0, -1)], 0.9) == 9.0  # the 9th smallest of ten
+    assert percentile([float(v) for v in range(1, 12)], 0.9) == 10.0  # ceil(9.9) = 10th of eleven
+    assert percentile([], 0.9) is None
+    data = _transcript(tmp_path / "t.jsonl", [(2.0, 50), (0.0, 10), (1.0, None)])
+    torn = data + b'{"schema_version": 1, "seq": 9, "event": "model_response", "round": 4, "te'
+    speed = attempt_speed(torn)
+    assert [(r.latency_s, r.completion_tokens) for r in speed.replies] == [(2.0, 50)]
+    assert speed.unmeasured == 2 and speed.bad_lines == 1 and speed.agent_version == "0.1.0"
