@@ -123,6 +123,9 @@ def _checked(store: Store, name: str) -> Path:
         raise UnsafeStoredPath(str(path), "", f"cannot follow: {exc}") from None
     if real.parent != top:
         raise UnsafeStoredPath(str(path), "", f"leads outside {folder} (to {real}): not read")
+    root = store.root.resolve()
+    if root not in top.parents:
+        raise UnsafeStoredPath(str(folder), "", f"leads outside the results directory {store.root} (to {top}): not read")
     return path
 
 

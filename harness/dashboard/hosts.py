@@ -221,7 +221,8 @@ def _from_index(store: Store, name: str) -> tuple[dict[str, GradePoint], set[str
 
 def _grades(store: Store, name: str, problems: list[str]) -> list[GradePoint]:
     points, covered = _from_index(store, name)
-    for sweep_id in store.list_sweeps():
+    on_disk = store.list_sweeps()
+    for sweep_id in on_disk:
         if sweep_id in covered:
             continue
         try:
@@ -235,8 +236,8 @@ def _grades(store: Store, name: str, problems: list[str]) -> list[GradePoint]:
                 agent, grade = key.split("\0", 1)
                 pairs[(agent, grade)] = n
             points[sweep_id] = _point(sweep_id, facts.label, facts.created_at, pairs, "files")
-    on_disk = set(store.list_sweeps())
-    return sorted((p for p in points.values() if p.sweep_id in on_disk), key=lambda p: (p.created_at, p.sweep_id),
+    present = set(on_disk)
+    return sorted((p for p in points.values() if p.sweep_id in present), key=lambda p: (p.created_at, p.sweep_id),
                   reverse=True)
 
 

@@ -223,3 +223,12 @@ def test_a_name_that_leaves_the_folder_or_a_link_out_is_refused(tmp_path: Path) 
     listing = client.get("/replays")
     assert "leads outside" in _text(listing.text.split('id="problems"', 1)[1]) and 'href="/replays/out"' not in listing.text
     assert _error(client.get("/replays/missing"), 404).startswith("no replay 'missing'")
+
+
+def test_a_replays_folder_that_is_a_link_out_is_refused(tmp_path: Path) -> None:
+    runs, _ = _replay_runs(tmp_path)
+    shutil.move(runs / "replays", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", runs / "replays")
+    client = TestClient(make_app(runs))
+    assert "leads outside the results directory" in _error(client.get("/replays/nightly"), 403)
+    assert 'href="/replays/nightly"' not in client.get("/replays").text
