@@ -34,6 +34,11 @@ class Clip(BaseModel):
     text: str
     more: int = 0
 
+    @property
+    def long(self) -> bool:
+        """Long enough to be folded (a file's content as a write call's argument)."""
+        return self.more > 0 or len(self.text) > 1500 or self.text.count("\n") > 20
+
 
 def clip(text: str, cap: int = TEXT_CAP) -> Clip:
     return Clip(text=text, more=0) if len(text) <= cap else Clip(text=text[:cap], more=len(text) - cap)
@@ -212,6 +217,7 @@ def build_timeline(events: Sequence[Event]) -> Timeline:
     tools: dict[str, ToolStep] = {}
     turns: dict[int, Turn] = {}
     estimates: dict[int, int] = {}
+    step: ToolStep | None
     for e in events:
         if isinstance(e, RunStart):
             began = _time(e.ts)
@@ -232,10 +238,10 @@ def build_timeline(events: Sequence[Event]) -> Timeline:
                         tokens_per_s=usage.completion_tokens / e.latency_s if usage and e.latency_s > 0 else None,
                         attempts=e.attempts, model=e.model or "", prompt_tokens_estimate=estimates.get(e.round))
             for call in e.tool_calls:
-                step = ToolStep(seq=e.seq, round=e.round, call_id=call.id, name=call.name,
-                                raw_arguments=clip(call.arguments))
-                turn.tools.append(step)
-                tools[call.id] = step
+                announced = ToolStep(seq=e.seq, round=e.round, call_id=call.id, name=call.name,
+                                     raw_arguments=clip(call.arguments))
+                turn.tools.append(announced)
+                tools[call.id] = announced
             turns[e.round] = turn
             t.entries.append(turn)
             t.turns += 1
@@ -276,9 +282,9 @@ def build_timeline(events: Sequence[Event]) -> Timeline:
                 t.tool_errors += 1
         elif isinstance(e, GuardDecision):
             g = _guard(e)
-            step = tools.get(e.call_id) if e.call_id else None
-            if step is not None:
-                step.guards.append(g)
+            owner_step = tools.get(e.call_id) if e.call_id else None
+            if owner_step is not None:
+                owner_step.guards.append(g)
             else:
                 t.entries.append(g)
         elif isinstance(e, ModelError):
