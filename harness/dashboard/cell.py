@@ -14,6 +14,7 @@ as this site. Every path comes from the URL or the store and is checked to stay 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import urllib.parse
@@ -155,10 +156,11 @@ def open_stored(store: Store, sweep_id: str, rel: str) -> tuple[BinaryIO, os.sta
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"sweep {sweep_id}: no stored file {rel!r}") from None
-    except OSError as exc:
-        if os.path.islink(real) or exc.errno == 40:  # ELOOP: swapped for a link since the check
+    except (OSError, RuntimeError) as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.ELOOP:  # swapped for a link since the check
             raise _refuse(sweep_id, rel, "is a symbolic link") from None
-        raise UsageError(f"sweep {sweep_id}: {rel!r}: cannot read: {exc.strerror or exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"sweep {sweep_id}: {rel!r}: cannot read: {why}") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -192,10 +194,9 @@ def _show(store: Store, sweep_id: str, rel: str, cap: int) -> Shown:
     """The stored file as shown in the page: its first ``cap`` bytes as escaped text, or a download only."""
     try:
         data, size = _head(store, sweep_id, rel, cap)
-    except UsageError as exc:
-        return Shown(kind="missing", problem=str(exc))
     except FleetError as exc:
-        return Shown(kind="binary", problem=str(exc))
+        # Missing, not a regular file, or a link out of the sweep's folder: said, never read.
+        return Shown(kind="missing", problem=str(exc))
     text = _decode(data, size > len(data))
     if text is None:
         return Shown(kind="binary", size=size)
