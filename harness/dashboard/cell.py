@@ -105,9 +105,9 @@ class CellView(BaseModel):
     live: bool
     shown_grade: str = Field(description="The cell's grade as counted (its last attempt, an override first).")
     rows: list[AttemptRow]
-    attempt: int
-    summary: AttemptSummary
-    folder: str = Field(description="The attempt folder, relative to the sweep's folder.")
+    attempt: int = Field(default=0, description="The attempt shown; 0 for a cell with no attempt yet.")
+    summary: AttemptSummary | None = None
+    folder: str = Field(default="", description="The attempt folder, relative to the sweep's folder.")
     meta: AttemptMeta | None = None
     grade: Grade | None = None
     checks: list[CheckResult] = Field(default_factory=list)
@@ -213,11 +213,11 @@ def _stored(links: Links, sweep_id: str, folder: str, name: str, size: int | Non
                       href=links.file(sweep_id, f"{folder}/{name}"))
 
 
-def _pick_attempt(runs: list[AttemptSummary], wanted: str | None, cell_id: str) -> AttemptSummary:
-    if not runs:
-        raise UsageError(f"cell {cell_id} has no attempt yet")
+def _pick_attempt(runs: list[AttemptSummary], wanted: int | str | None, cell_id: str) -> AttemptSummary | None:
+    """The attempt ``wanted`` (a number, from the URL or the export), the last one when None; None for a cell
+    with no attempt yet (it is pending)."""
     if wanted is None or wanted == "":
-        return runs[-1]
+        return runs[-1] if runs else None
     try:
         k = int(wanted)
     except ValueError:
@@ -225,10 +225,10 @@ def _pick_attempt(runs: list[AttemptSummary], wanted: str | None, cell_id: str) 
     for a in runs:
         if a.attempt == k:
             return a
-    raise UsageError(f"cell {cell_id} has no attempt {k} (attempts: {', '.join(str(a.attempt) for a in runs)})")
+    raise UsageError(f"cell {cell_id} has no attempt {k} (attempts: {', '.join(str(a.attempt) for a in runs) or 'none yet'})")
 
 
-def read_cell(store: Store, sweep_id: str, cell_id: str, attempt: str | None, links: Links) -> CellView:
+def read_cell(store: Store, sweep_id: str, cell_id: str, attempt: int | str | None, links: Links) -> CellView:
     """The cell page's data for ``attempt`` (a number from the URL; None: the last attempt)."""
     sweep = store.load_sweep(sweep_id)
     live = shown_status(store, sweep) in ("planned", "running")
@@ -238,14 +238,17 @@ def read_cell(store: Store, sweep_id: str, cell_id: str, attempt: str | None, li
         raise UsageError(f"sweep {sweep_id} has no cell {cell_id!r}") from None
     runs = sweep.attempts.get(cell.id) or []
     a = _pick_attempt(runs, attempt, cell.id)
-    folder = f"{cell.id}/attempt-{a.attempt}"
     rows = [AttemptRow(summary=r, text=label(r, live)[0], shown=shown_grade(r),
-                       href=links.cell(sweep_id, cell.id, r.attempt), current=r.attempt == a.attempt) for r in runs]
+                       href=links.cell(sweep_id, cell.id, r.attempt), current=a is not None and r.attempt == a.attempt)
+            for r in runs]
     item = sweep.items.get(cell.item)
     host = sweep.hosts.get(cell.host)
     view = CellView(sweep_id=sweep_id, cell=cell, item_title=item.title if item else "",
-                    model_id=host.model_id if host else "", live=live, shown_grade=shown_grade(runs[-1]), rows=rows,
-                    attempt=a.attempt, summary=a, folder=folder)
+                    model_id=host.model_id if host else "", live=live, shown_grade=shown_grade(runs[-1] if runs else None),
+                    rows=rows)
+    if a is None:
+        return view
+    view.attempt, view.summary, view.folder = a.attempt, a, f"{cell.id}/attempt-{a.attempt}"
     try:
         path = store.attempt_dir(sweep_id, cell.id, a.attempt)
     except UnsafeStoredPath as exc:
@@ -253,7 +256,7 @@ def read_cell(store: Store, sweep_id: str, cell_id: str, attempt: str | None, li
         return view
     if not path.is_dir():
         view.problems["attempt"] = ("no result recorded yet: the attempt is in flight" if a.status == "dispatched"
-                                    else f"the attempt's folder {folder} is missing")
+                                    else f"the attempt's folder {view.folder} is missing")
         return view
     _read_meta(view, path, links)
     _read_grades(view, path)
@@ -264,7 +267,8 @@ def read_cell(store: Store, sweep_id: str, cell_id: str, attempt: str | None, li
 
 def _read_meta(view: CellView, path: Path, links: Links) -> None:
     if not (path / "meta.json").is_file():
-        view.problems["meta"] = ("no result recorded yet: the attempt is in flight" if view.summary.status == "dispatched"
+        view.problems["meta"] = ("no result recorded yet: the attempt is in flight"
+                                 if view.summary is not None and view.summary.status == "dispatched"
                                  else f"{view.folder}/meta.json is missing")
         return
     try:
@@ -361,11 +365,15 @@ def _read_workspace(store: Store, view: CellView, path: Path, links: Links) -> N
     view.workspace, view.workspace_more = files, max(0, len(manifest) - MANIFEST_ROWS)
 
 
-def cell_page(dash: Dashboard, sweep_id: str, cell_id: str, attempt: str | None, links: Links) -> str:
-    """The cell page for one attempt (the export writes the same)."""
+def cell_page(dash: Dashboard, sweep_id: str, cell_id: str, attempt: int | str | None, links: Links,
+              author: str | None = None) -> str:
+    """The cell page for one attempt (the export writes the same). ``author``: the reviewer signed in on the
+    request, for the override form ("" when nobody is; None when the page does not know)."""
     view = read_cell(dash.store, sweep_id, cell_id, attempt, links)
-    return dash.render("cell.html", links, v=view, sweep_id=sweep_id, cell_id=view.cell.id, attempt=view.attempt,
-                       grade=view.shown_grade, inline_total=INLINE_TOTAL)
+    # The override form's context (override_form.html): the attempt shown and the grade it counts as now.
+    form = {"sweep_id": sweep_id, "cell_id": view.cell.id, "attempt": view.attempt,
+            "grade": shown_grade(view.summary), **({"author": author} if author is not None else {})}
+    return dash.render("cell.html", links, v=view, inline_total=INLINE_TOTAL, **form)
 
 
 # -- routes -----------------------------------------------------------------------------------------------
@@ -387,12 +395,15 @@ def _chunks(f: BinaryIO) -> Iterator[bytes]:
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
+    from harness.dashboard.grading import reviewer
+
     links = Links()
 
     async def cell(request: Request) -> Response:
         sweep_id, cell_id = request.path_params["sweep_id"], request.path_params["cell_id"]
         attempt = request.query_params.get("attempt")
-        return HTMLResponse(await anyio.to_thread.run_sync(cell_page, dash, sweep_id, cell_id, attempt, links))
+        author = reviewer(dash, request)
+        return HTMLResponse(await anyio.to_thread.run_sync(cell_page, dash, sweep_id, cell_id, attempt, links, author))
 
     async def file(request: Request) -> Response:
         sweep_id, rel = request.path_params["sweep_id"], request.path_params["path"]

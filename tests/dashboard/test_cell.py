@@ -309,7 +309,7 @@ def test_an_attempt_without_transcript_manifest_or_checks_shows_the_agents_outpu
     "/sweeps/{s}/cells/host0/01-item/builtin/r1/..%2F..%2F..%2F..",
     "/sweeps/{s}/cells/..%2F..%2F{s}%2Fhost0%2F01-item%2Fbuiltin%2Fr1",
     "/sweeps/{s}/cells/%2e%2e/%2e%2e",
-    "/sweeps/{s}/cells/host0/02-item/builtin/r1",
+    "/sweeps/{s}/cells/host0/02-item/builtin/r1?attempt=1",
     "/sweeps/nosuch/cells/host0/01-item/builtin/r1",
     "/sweeps/%2e%2e/cells/host0/01-item/builtin/r1",
 ])
@@ -469,6 +469,12 @@ def test_a_1000_event_transcript_page_renders(tmp_path: Path) -> None:
     print(f"\n1,000-event transcript: cell page in {took * 1000:.0f} ms of server time ({len(r.text):,} bytes)")
 
 
+def test_a_cell_with_no_attempt_yet_is_a_page(built: tuple[Path, SweepRecord]) -> None:
+    runs, _ = built
+    status, page = _page(runs, Links().cell(SWEEP, OTHER))
+    assert status == 200 and "No attempt yet: the cell is pending." in page and "error-line" not in page
+
+
 def test_an_attempt_in_flight_says_so(built: tuple[Path, SweepRecord]) -> None:
     from harness.records import AttemptSummary
 
@@ -504,3 +510,14 @@ def test_the_timeline_keeps_calls_that_never_ran_and_results_without_a_call() ->
     assert guard.kind == "guard" and guard.decision == "continue" and not guard.quiet
     assert orphan.kind == "tool" and orphan.is_error and orphan.status == "error" and t.tool_errors == 1
     assert (t.turns, t.tool_calls, t.end) == (1, 0, None)
+
+
+def test_an_attempt_whose_folder_is_gone_is_one_line(built: tuple[Path, SweepRecord]) -> None:
+    import shutil
+
+    runs, _ = built
+    shutil.rmtree(Store(runs).attempt_dir(SWEEP, CELL, 1))
+    status, page = _page(runs, Links().cell(SWEEP, CELL, 1))
+    assert status == 200
+    assert _one_line_error(page) == f"the attempt's folder {CELL}/attempt-1 is missing"
+    assert f'href="{Links().cell(SWEEP, CELL, 2)}"' in page  # the other attempts are still listed
