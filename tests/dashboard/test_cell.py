@@ -21,7 +21,7 @@ from harness.dashboard.app import make_app
 from harness.dashboard.cell import cell_page
 from harness.dashboard.context import Links
 from harness.grading.model import Grade, StopRecord
-from harness.grading.override import GradeOverride
+from harness.grading.override import override_grade
 from harness.records import Artifact, SweepRecord
 from harness.store import Store
 from harness.transcript import (GuardDecision, ModelError, ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent,
@@ -159,11 +159,7 @@ def _build(tmp_path: Path) -> tuple[Path, SweepRecord]:
                                                                             text="4 consecutive failures", at_call=2),
                                              graded_at="2026-12-01T00:01:00.000Z"))
         w.set_status(sweep, "finished")
-    folder = store.attempt_dir(SWEEP, CELL, 2)
-    override = GradeOverride(grade="DELIVERED", automatic="PARTIAL", reason=f"the h1 is there {_planted(18)}",
-                             author="ana", at="2026-12-01T00:02:00.000Z")
-    with open(folder / "grades.jsonl", "a") as f:
-        f.write(override.model_dump_json() + "\n")
+    override_grade(store, SWEEP, CELL, 2, "DELIVERED", f"the h1 is there {_planted(18)}", "ana")
     return runs, store.load_sweep(SWEEP)
 
 
@@ -209,7 +205,10 @@ def test_the_page_shows_the_attempt_whole(built: tuple[Path, SweepRecord]) -> No
     assert "check page failed" in page and "stop consecutive_failures" in page
     history = page[page.index("<h3>Grade history</h3>"):page.index('id="workspace"')]
     assert history.index("grader 3") < history.index("ana") and "the h1 is there" in history
-    assert "2026-12-01 00:02:00" in history
+    assert history.count("ana") == 1 and "override of PARTIAL" in history
+    # The cell counts as the override, and says what it overrides.
+    facts = page[:page.index('id="attempts"')]
+    assert 'g-delivered">DELIVERED</span>' in facts and "override of PARTIAL" in facts
 
 
 def test_every_stored_file_has_a_download_link_with_its_sha256(built: tuple[Path, SweepRecord]) -> None:
@@ -521,3 +520,74 @@ def test_an_attempt_whose_folder_is_gone_is_one_line(built: tuple[Path, SweepRec
     assert status == 200
     assert _one_line_error(page) == f"the attempt's folder {CELL}/attempt-1 is missing"
     assert f'href="{Links().cell(SWEEP, CELL, 2)}"' in page  # the other attempts are still listed
+
+
+def test_the_override_form_is_there_with_the_token_only_for_the_attempt_shown(built: tuple[Path, SweepRecord]) -> None:
+    runs, _ = built
+    links = Links()
+    assert "Override the grade" not in _page(runs, links.cell(SWEEP, CELL))[1]
+    client = TestClient(make_app(runs, token="secret-token"))
+    page = client.get(links.cell(SWEEP, CELL)).text
+    assert "Override the grade" in page and 'name="attempt" value="2"' in page
+    assert "Attempt 2: now <strong>DELIVERED</strong>" in page  # the reviewer's grade counts now
+    assert f'action="{links.override(SWEEP, CELL)}"' in page and "secret-token" not in page
+    first = client.get(links.cell(SWEEP, CELL, 1)).text
+    assert 'name="attempt" value="1"' in first and "Attempt 1: now <strong>HARNESS_FAILURE</strong>" in first
+
+
+@pytest.mark.integration
+def test_the_cell_page_in_chromium_runs_nothing_planted_and_holds_at_375_px(built: tuple[Path, SweepRecord],
+                                                                           tmp_path: Path) -> None:
+    """Real headless Chromium against the app served by uvicorn on loopback: no console error (a CSP violation is
+    one), no planted handler ran, the page is no wider than a 375 px phone, and a screenshot is kept."""
+    import socket
+    import threading
+
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    from harness.checks.web import CHROMIUM_ARGS, find_chromium
+
+    runs, _ = built
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(make_app(runs), log_level="warning", access_log=False, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    exe, why = find_chromium()
+    assert exe is not None, f"{why} (bash .ci/setup installs it)"
+    errors: list[str] = []
+    shots = Path(os.environ.get("FLEET_TEST_ARTIFACTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 375, "height": 800})
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+                for attempt in (2, 1):
+                    page.goto(base + Links().cell(SWEEP, CELL, attempt))
+                    page.wait_for_load_state("load")
+                    # Open every fold, so what is inside them is laid out and measured too.
+                    page.eval_on_selector_all("details", "els => els.forEach(e => { e.open = true; })")
+                    width = page.evaluate("document.documentElement.scrollWidth")
+                    assert width <= 375, f"attempt {attempt}: the page is {width} px wide"
+                    assert page.locator("img").count() == 0 and page.locator("iframe").count() == 0
+                    page.screenshot(path=str(shots / f"cell-attempt-{attempt}-375px.png"), full_page=True)
+                assert "Here is the page." in page.goto(base + Links().cell(SWEEP, CELL, 2)).text()  # type: ignore[union-attr]
+            finally:
+                browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    # The favicon's 404 is the only error a browser may log; a planted alert() would be a dialog.
+    assert all("status of 404" in e for e in errors), errors
