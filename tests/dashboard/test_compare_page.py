@@ -232,3 +232,17 @@ def test_a_replays_folder_that_is_a_link_out_is_refused(tmp_path: Path) -> None:
     client = TestClient(make_app(runs))
     assert "leads outside the results directory" in _error(client.get("/replays/nightly"), 403)
     assert 'href="/replays/nightly"' not in client.get("/replays").text
+
+
+def test_a_reviewers_override_counts_and_the_page_says_so(tmp_path: Path) -> None:
+    from harness.grading.override import override_grade
+
+    runs = _runs(tmp_path)
+    # host1/05-item r2 was NOTHING in both: overridden to DELIVERED in the candidate, the group becomes flaky.
+    override_grade(Store(runs), CAND, _id(1, 5, 2), None, "DELIVERED", "the checks missed the file", "ana")
+    page = TestClient(make_app(runs)).get(f"/compare?baseline={BASE}&candidate={CAND}").text
+    assert ("improved", "host1", "05-item") in _rows(page)
+    row = re.search(r'data-host="host1" data-item="05-item".*?</tr>', page, re.S).group(0)
+    cand = _text(row.split('class="side cand">', 1)[1])
+    assert cand.startswith("flaky 1/2 (1 by override)") and "r2 DELIVERED* override of NOTHING" in cand
+    assert "10/20 (50 %)" in _text(page.split('id="candidate"', 1)[1].split("</tr>", 1)[0])
