@@ -574,7 +574,7 @@ def dashboard(runs, bind, port, token, export_dir, sweep_id) -> None:
         from harness.dashboard.export import export_sweep
 
         written = export_sweep(store, sweep_id or store.latest_sweep(), Path(export_dir))
-        console.print(f"wrote {written.pages} pages and {written.files} files to {export_dir}", markup=False)
+        console.print(f"wrote {written.pages} page(s) and {written.files} file(s) of {written.sweep} to {export_dir}", markup=False)
         return
     if sweep_id is not None:
         raise UsageError("--sweep goes with --export (the server shows every sweep)")

@@ -1,33 +1,16 @@
-"""The sweeps list and the pass-rate trend, read from the index (``runs/index.sqlite``), not from every
-sweep.json: with 1,000 sweeps the list is one query and one directory listing, and memory does not grow with
-the sweeps' sizes. A sweep the index does not cover (copied without it, recorded before the index kept its
-plan and cells) is read from its files instead, as ``fleet sweeps`` does."""
+"""The sweeps list and the pass-rate trends: ``fleet sweeps``'s lines (``harness.sweeplist.list_sweeps``, read
+from the index, not from every sweep.json), each sweep's previous one of its label, and a trend per label."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections import defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.errors import FleetError
-from harness.report import PassRate
 from harness.store import Store
-from harness.sweeplist import SweepLine, Unreadable, _line
+from harness.sweeplist import SweepLine, Unreadable, list_sweeps
 
 __all__ = ["Listing", "TrendPoint", "Trend", "read_listing", "previous_of"]
-
-_QUERY = """
-SELECT s.id, s.label, s.created_at, s.status, s.cells, p.hosts, p.items, p.agents,
-       c.n, c.delivered, c.graded, c.measured
-FROM sweeps AS s
-JOIN sweep_plans AS p ON p.sweep_id = s.id
-LEFT JOIN (SELECT sweep_id, COUNT(*) AS n, SUM(grade = 'DELIVERED') AS delivered, SUM(grade != '') AS graded,
-                  SUM(grade != '' AND grade != 'HARNESS_FAILURE') AS measured
-           FROM cells GROUP BY sweep_id) AS c ON c.sweep_id = s.id
-"""
-
 
 class TrendPoint(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -57,56 +40,19 @@ class Listing(BaseModel):
     unreadable: list[Unreadable]
 
 
-def _indexed(store: Store) -> dict[str, SweepLine]:
-    path = store.root / "index.sqlite"
-    if not path.is_file():
-        return {}
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = db.execute(_QUERY).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}  # an index of an older layout, or damaged: every sweep is read from its files
-    lines = {}
-    for (sid, label, created, status, cells, hosts, items, agents, n, delivered, graded, measured) in rows:
-        if n != cells:
-            continue  # the index has not every cell's row (a sweep recorded before it kept them): read the files
-        try:
-            lines[sid] = SweepLine(id=sid, label=label or "", created_at=created or "", status=status, hosts=json.loads(hosts),
-                                   items=items, agents=json.loads(agents), cells=cells,
-                                   rate=PassRate(delivered=delivered or 0, graded=graded or 0, measured=measured or 0))
-        except (ValueError, TypeError):
-            continue
-    return lines
-
-
 def read_listing(store: Store, label: str | None = None) -> Listing:
-    indexed = _indexed(store)
-    lines: list[SweepLine] = []
-    unreadable: dict[str, str] = {}
-    for sweep_id in store.list_sweeps():
-        line = indexed.get(sweep_id)
-        if line is None:
-            try:
-                line = _line(store, store.load_sweep(sweep_id))
-            except FleetError as exc:
-                unreadable[sweep_id] = str(exc)
-                continue
-        elif line.status in ("planned", "running") and not store.is_being_written(sweep_id):
-            line = line.model_copy(update={"status": "interrupted"})
-        lines.append(line)
-    lines.sort(key=lambda s: (s.created_at, s.id), reverse=True)
+    """Every sweep (``fleet sweeps``'s lines, from the index), the previous sweep of each one's label, and the
+    trends of the sweeps shown."""
+    everything = list_sweeps(store)
     previous: dict[str, str] = {}
     newer: dict[str, str] = {}
-    for line in lines:  # newest first: the next line with the same label is the previous sweep
-        if line.label in newer:
-            previous[newer[line.label]] = line.id
-        newer[line.label] = line.id
-    shown = [s for s in lines if label is None or s.label == label]
-    return Listing(sweeps=shown, previous=previous, trends=_trends(shown),
-                   unreadable=[Unreadable(id=k, error=v) for k, v in sorted(unreadable.items())])
+    for line in everything.sweeps:  # newest first: the next line with the same label is the previous sweep
+        if line.label:
+            if line.label in newer:
+                previous[newer[line.label]] = line.id
+            newer[line.label] = line.id
+    shown = [s for s in everything.sweeps if label is None or s.label == label]
+    return Listing(sweeps=shown, previous=previous, trends=_trends(shown), unreadable=everything.unreadable)
 
 
 def _trends(lines: list[SweepLine]) -> list[Trend]:
