@@ -194,7 +194,7 @@ def open_page(chromium: Any, fleet_dashboard: Any) -> Iterator[Callable[..., Tab
         pytest.fail("console or page errors: " + "; ".join(problems))
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 5.0, what: str = "the condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "the condition") -> Any:
     """Poll ``predicate`` until it returns something true; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:

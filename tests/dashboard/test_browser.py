@@ -318,10 +318,10 @@ def test_stored_markup_is_text_in_the_browser(tmp_path: Path, fleet_dashboard, o
         tab.goto(path)
         page = tab.page
         assert page.evaluate("() => typeof window.__pwned") == "undefined"
-        # No element was made from the stored strings: no img, no script but the page's own.
-        assert page.evaluate("() => document.querySelectorAll('img').length") == 0
-        scripts = page.evaluate("() => [...document.scripts].map(s => s.getAttribute('src'))")
-        assert scripts == ["/static/dashboard.js"], scripts
+        # No element was made from the stored strings: no img with that handler, no script but the app's own.
+        assert page.evaluate("() => document.querySelectorAll('img, [onerror]').length") == 0
+        scripts = page.evaluate("() => [...document.scripts].map(s => [s.getAttribute('src'), s.text])")
+        assert scripts == [["/static/dashboard.js", ""]], scripts
         text = page.locator("main").inner_text()
         for payload in PAYLOADS:
             assert payload in text, (path, payload)
