@@ -345,8 +345,10 @@ def status(sweep_id, as_json, runs) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print meta.json.")
 @common_runs
 def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
-    """One cell: its attempts, the chosen attempt's meta, artifacts and answer."""
-    from harness.outcome import label
+    """One cell: its attempts, the chosen attempt's meta, overrides, artifacts and answer."""
+    from harness.grading.override import GradeOverride, read_grade_history
+    from harness.outcome import STYLES, label
+    from rich.markup import escape
     store = _store(runs)
     rec = store.load_sweep(sweep_id)
     cell = rec.one_cell(host, item, agent, rep)
@@ -363,8 +365,19 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
     console.print(f"[bold]{cell.id}[/] in sweep {sweep_id}")
     for a in runs_:
         text, style = label(a)
-        console.print(f"  attempt {a.attempt}: [{style}]{text}[/] {a.duration_s:.1f} s")
+        # A reviewer's grade counts in place of the automatic one: both are shown.
+        shown = (f"[{STYLES.get(a.override, 'bold')}]{escape(one_line(a.override))}[/] (override; automatic {text})"
+                 if a.override else f"[{style}]{text}[/]")
+        console.print(f"  attempt {a.attempt}: {shown} {a.duration_s:.1f} s")
     console.print(f"attempt {k}: {folder}")
+    chosen = next((a for a in runs_ if a.attempt == k), None)
+    # The history is read only for an overridden attempt (its summary says so), as `fleet report` does.
+    overrides = [h for h in read_grade_history(folder) if isinstance(h, GradeOverride)] if chosen and chosen.override else []
+    if overrides:
+        console.print("overrides (the latest counts):")
+        for o in overrides:
+            console.print(one_line(f"  {o.at}  {o.author}: {o.automatic or 'ungraded'} -> {o.grade}: {o.reason}"),
+                          markup=False, soft_wrap=True)
     for key in ("status", "reason", "error", "exit_code", "agent", "agent_kind", "agent_version", "agent_command", "worker", "workspace", "started_at", "duration_s", "harness_commit"):
         value = getattr(meta, key)
         if value not in (None, "", []):
@@ -487,11 +500,27 @@ def hosts_check(inventory, names, as_json) -> None:
 @click.option("--host", default=None, help="Only this host's cells.")
 @click.option("--item", default=None, help="Only this item's cells (number or id).")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--override", "override", default=None, metavar="GRADE",
+              help="A reviewer's grade for one cell (--host and --item, with --agent and --rep when needed), counted "
+              "in place of the automatic one, which stays; needs --reason and --author (docs/grading.md, Overrides).")
+@click.option("--reason", default=None, help="Why the override (required with --override).")
+@click.option("--author", default=None, help="Who gives the override (required with --override).")
+@click.option("--agent", default=None, help="With --override: the cell's agent, when the sweep has several.")
+@click.option("--rep", type=int, default=None, help="With --override: the cell's repetition, when it has several.")
+@click.option("--attempt", type=int, default=None, help="With --override: the attempt (default: the last recorded).")
 @common_runs
-def grade(sweep_id, host, item, as_json, runs) -> None:
-    """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl."""
+def grade(sweep_id, host, item, as_json, override, reason, author, agent, rep, attempt, runs) -> None:
+    """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl. With
+    --override: a reviewer's grade of one cell's attempt instead, with its reason and author."""
     from harness.dispatch import grade_attempt
     store = _store(runs)
+    if override is not None:
+        _override(store, sweep_id, host, item, agent, rep, attempt, override, reason, author, as_json)
+        return
+    extra = [name for name, value in (("--reason", reason), ("--author", author), ("--agent", agent),
+                                      ("--rep", rep), ("--attempt", attempt)) if value is not None]
+    if extra:
+        raise UsageError(f"{', '.join(extra)}: only with --override GRADE (a regrade takes --host and --item)")
     rec = store.load_sweep(sweep_id)
     cells = rec.cells_matching(host, item)
     if not cells:
@@ -506,6 +535,26 @@ def grade(sweep_id, host, item, as_json, runs) -> None:
     if not as_json:
         err_console.print(f"regraded {n} attempt(s)", markup=False)
     _finish(rec, store, as_json)
+
+
+def _override(store: "Store", sweep_id: str, host: str | None, item: str | None, agent: str | None, rep: int | None,
+              attempt: int | None, grade: str, reason: str | None, author: str | None, as_json: bool) -> None:
+    """``fleet grade --override``: one reviewer's grade, checked whole before anything is written."""
+    from harness.grading.override import check_override_input, override_grade
+
+    if host is None or item is None:
+        raise UsageError("--override grades one cell: give --host and --item (and --agent, --rep when needed)")
+    for flag, value in (("--reason", reason), ("--author", author)):
+        if value is None:
+            raise UsageError(f"--override needs {flag}")
+    check_override_input(grade, reason or "", author or "")  # bad input is said before the sweep is read
+    cell = store.load_sweep(sweep_id).one_cell(host, item, agent, rep)
+    done = override_grade(store, sweep_id, cell.id, attempt, grade, reason or "", author or "")
+    if as_json:
+        sys.stdout.write(done.model_dump_json(indent=2) + "\n")
+        return
+    console.print(one_line(f"{cell.id}: {done.grade} by {done.author} (override of {done.automatic or 'ungraded'}, "
+                           f"at {done.at}): {done.reason}"), markup=False, soft_wrap=True)
 
 
 @cli.command()
@@ -603,7 +652,7 @@ def _print_comparison(result, show_all: bool) -> None:
             say(f"  {r.change:<10}  {f'{r.host}/{r.item}/{r.agent}':<{width}}  {before} -> {after}")
             for name, side in (("baseline", r.baseline), ("candidate", r.candidate)):
                 if side is not None and len(side.reps) > 1:
-                    reps = ", ".join(f"r{g.rep} {g.grade}" for g in side.reps)
+                    reps = ", ".join(f"r{g.rep} {g.shown}" for g in side.reps)
                     say(f"  {'':<10}    {name}: pass@{side.k} {'yes' if side.pass_at_k else 'no'}; {reps}")
     else:
         say("")

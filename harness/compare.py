@@ -2,7 +2,8 @@
 
 Pure functions over two ``SweepRecord``s; the CLI only formats the ``Comparison`` they return.
 
-- A cell's grade is its last attempt's, as sweep.json records it (what ``fleet status`` shows); a harness failure
+- A cell's grade is its last attempt's, as sweep.json records it (what ``fleet status`` shows), a reviewer's
+  override in place of the automatic grade (``RepGrade.override`` says so); a harness failure
   (``harness.failures.classify``) or a cell not graded yet is *unmeasured*: neither a pass nor a fail.
 - A pass is DELIVERED, the report's rule (``harness.report.PASS_GRADE``), so compare and report agree.
 - Cells are matched by (host, item, agent), their repetitions grouped: a group is ``passed`` (every measured
@@ -70,6 +71,15 @@ class RepGrade(_Model):
                        "graded (pending, running, ok, exit N, timeout).")
     measured: bool = Field(description="Graded and not a harness failure: it counts as a pass or a fail.")
     passed: bool = Field(description="Measured and DELIVERED.")
+    override: bool = Field(default=False, description="grade is a reviewer's override (grades.jsonl), not the "
+                           "automatic grade.")
+    automatic: str = Field(default="", description="With an override: what the table would show without it (the "
+                           "automatic grade, HARNESS_FAILURE(code), ...); else ''.")
+
+    @property
+    def shown(self) -> str:
+        """The grade as the terminal prints it: ``DELIVERED (override of PARTIAL)`` for a reviewer's grade."""
+        return f"{self.grade} (override of {self.automatic})" if self.override else self.grade
 
 
 class Side(_Model):
@@ -86,8 +96,9 @@ class Side(_Model):
     def summary(self) -> str:
         """One cell's grade, or for repetitions ``STATE PASSES/K``."""
         if len(self.reps) == 1:
-            return self.reps[0].grade
-        return f"{self.state} {self.passes}/{self.k}"
+            return self.reps[0].shown
+        overrides = sum(r.override for r in self.reps)
+        return f"{self.state} {self.passes}/{self.k}" + (f" ({overrides} by override)" if overrides else "")
 
 
 class CompareRow(_Model):
@@ -164,8 +175,11 @@ class Comparison(_Model):
 
 
 def cell_grade(a: AttemptSummary | None) -> tuple[str, bool]:
-    """(what the table shows, measured) for a cell whose last attempt is ``a``. A harness failure (the one
-    decision, ``classify``) and an attempt not graded yet are not measured."""
+    """(what the table shows, measured) for a cell whose last attempt is ``a``. A reviewer's override is the
+    grade (``shown_grade``): it counts, and an override to HARNESS_FAILURE is not measured. Otherwise a harness
+    failure (the one decision, ``classify``) and an attempt not graded yet are not measured."""
+    if a is not None and a.status != "dispatched" and a.override:
+        return a.override, a.override != "HARNESS_FAILURE"
     text = label(a)[0]
     measured = a is not None and a.status != "dispatched" and bool(a.grade) and classify(
         a.status, a.reason, a.grade, a.failure) is None
@@ -181,9 +195,13 @@ def _grades(sweep: SweepRecord) -> list[str]:
 def _sides(sweep: SweepRecord) -> dict[tuple[str, str, str], Side]:
     reps: dict[tuple[str, str, str], list[RepGrade]] = defaultdict(list)
     for c in sorted(sweep.cells, key=lambda c: c.rep):
-        text, measured = cell_grade(sweep.last(c.id))
+        a = sweep.last(c.id)
+        text, measured = cell_grade(a)
         passed = measured and text == PASS_GRADE
-        reps[(c.host, c.item, c.agent)].append(RepGrade(rep=c.rep, grade=text, measured=measured, passed=passed))
+        overridden = a is not None and a.status != "dispatched" and bool(a.override)
+        automatic = label(a.model_copy(update={"override": ""}))[0] if a is not None and overridden else ""
+        reps[(c.host, c.item, c.agent)].append(RepGrade(rep=c.rep, grade=text, measured=measured, passed=passed,
+                                                        override=overridden, automatic=automatic))
     sides = {}
     for key, rs in reps.items():
         k = sum(r.measured for r in rs)

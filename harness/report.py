@@ -1,8 +1,10 @@
 """``fleet report SWEEP``: REPORT.md, junit.xml and results.json beside sweep.json.
 
 Everything comes from the stored sweep and its attempts' grade.json / meta.json. A cell's result is its
-last attempt's grade. Pass rate = DELIVERED / cells, shown both over all cells and over the cells that
-were not a harness failure (the fleet's fault stays out of the model's rate).
+last attempt's grade: a reviewer's override when there is one (grades.jsonl; the report says so, with the
+automatic grade, the author and the reason), else the automatic grade. Pass rate = DELIVERED / cells, shown
+both over all cells and over the cells that were not a harness failure (the fleet's fault stays out of the
+model's rate).
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from xml.etree import ElementTree as ET
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from harness.checks.result import CheckStatus
+from harness.errors import one_line
 from harness.failures import classify
 from harness.grading.model import Grade, StopRecord
+from harness.grading.override import GradeOverride, latest_override
 from harness.recordfile import read_optional
 from harness.records import AttemptMeta, AttemptStatus, SweepRecord, read_meta
 from harness.store import Store, atomic_write
 
-__all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate"]
+__all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate", "shown_as"]
 
 GRADES = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE")
 
@@ -49,8 +53,13 @@ class CellRow(BaseModel):
     rep: int
     attempts: int = Field(description="How many attempts the cell has had.")
     status: AttemptStatus | Literal["pending"] = Field(description="The last attempt's status; pending: none yet.")
-    grade: str = Field(description="The last attempt's grade; '' when not graded (a harness failure without a "
-                       "grade counts as HARNESS_FAILURE).")
+    grade: str = Field(description="The grade the cell counts as: a reviewer's override when there is one, else the "
+                       "last attempt's automatic grade; '' when not graded (a harness failure without a grade counts "
+                       "as HARNESS_FAILURE).")
+    automatic_grade: str = Field(description="The last attempt's automatic grade (grade.json; "
+                                 "HARNESS_FAILURE for a harness failure); the same as grade unless overridden.")
+    override: GradeOverride | None = Field(default=None, description="The reviewer's latest override of the last "
+                                           "attempt (grades.jsonl): grade, automatic, author, reason, at; null when none.")
     outcome: str = Field(description="The grade's product outcome; '' when not graded.")
     stop: StopRecord | None = Field(description="The guard stop the grade names.")
     failure: str = Field(default="", description="The harness failure code (harness.failures.classify) when the "
@@ -61,6 +70,11 @@ class CellRow(BaseModel):
     error: str = Field(description="The last attempt's error text (meta.json).")
     host_facts: dict[str, str] = Field(description="What the host reported (meta.json of a sweep attempt).")
     path: str = Field(description="The last attempt's folder, relative to the results directory.")
+
+    @property
+    def overridden(self) -> bool:
+        """A reviewer's grade counts for this cell (even one that agrees with the automatic grade)."""
+        return self.override is not None or self.grade != self.automatic_grade
 
 
 def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
@@ -78,9 +92,12 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
         failure = classify(last.status, last.reason, grade.grade if grade else last.grade,
                            grade.failure if grade else last.failure) if last else None
         name = "HARNESS_FAILURE" if failure else (grade.grade if grade else "")
+        # Only an overridden attempt's history is read: the summary says whether there is one.
+        override = latest_override(folder) if folder and last and last.override else None
         rows.append(CellRow(
             cell=c.id, host=c.host, item=c.item, agent=c.agent, rep=c.rep, attempts=len(runs),
-            status=last.status if last else "pending", grade=name, outcome=grade.outcome if grade else "",
+            status=last.status if last else "pending", grade=last.override if last and last.override else name,
+            automatic_grade=name, override=override, outcome=grade.outcome if grade else "",
             stop=grade.stop if grade else None, failure=failure.reason if failure else "",
             reasons=grade.reasons if grade else [],
             checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
@@ -134,6 +151,17 @@ def pass_rate(grades: Iterable[str]) -> PassRate:
                     measured=sum(1 for g in graded if g != "HARNESS_FAILURE"))
 
 
+def shown_as(row: CellRow) -> str:
+    """The cell's grade as the report prints it: ``PARTIAL (override by alice of DELIVERED: the reason)`` when a
+    reviewer overrode it, else the grade (or the status when not graded)."""
+    if row.override is not None:
+        o = row.override
+        return one_line(f"{row.grade} (override by {o.author} of {o.automatic or 'ungraded'}: {o.reason})")
+    if row.overridden:
+        return f"{row.grade} (override of {row.automatic_grade or 'ungraded'})"  # the history was not found
+    return row.grade or row.status
+
+
 def _rate(rows: list[CellRow]) -> str:
     rate = pass_rate(r.grade for r in rows)
     return f"{rate.all} | {rate.without_failures}"
@@ -146,7 +174,8 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
            "", "## Matrix", "", "| host / agent | " + " | ".join(items) + " |", "|---" * (len(items) + 1) + "|"]
     by_row: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by_row[f"{r.host} / {r.agent}"][r.item].append(r.grade or r.status)
+        by_row[f"{r.host} / {r.agent}"][r.item].append(f"{r.grade} (override)" if r.overridden
+                                                       else r.grade or r.status)
     for row, cells in by_row.items():
         out.append(f"| {row} | " + " | ".join(" ".join(cells.get(i, ["-"])) for i in items) + " |")
     for key in ("host", "item"):
@@ -166,15 +195,21 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     agent = [r for r in rows if r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT")]
     harness = [r for r in rows if r.grade == "HARNESS_FAILURE"]
     out += ["", "## Findings", "", "### Agent failures", ""]
-    out += [f"- {r.cell}: {r.grade}: " + "; ".join(r.reasons) for r in agent] or ["- none"]
+    out += [f"- {r.cell}: " + (shown_as(r) if r.overridden else f"{r.grade}: " + "; ".join(r.reasons))
+            for r in agent] or ["- none"]
     out += ["", "### Harness limitations", ""]
-    out += [f"- {r.cell}: HARNESS_FAILURE({r.failure}): {r.error or '; '.join(r.reasons)}" for r in harness] or ["- none"]
+    out += [f"- {r.cell}: " + (shown_as(r) if r.overridden else
+                               f"HARNESS_FAILURE({r.failure}): {r.error or '; '.join(r.reasons)}")
+            for r in harness] or ["- none"]
     out += ["", "### Environment notes", ""]
     seen: dict[str, dict[str, str]] = {}
     for r in rows:
         if r.host_facts and r.host not in seen:
             seen[r.host] = r.host_facts
     out += [f"- {h}: " + ", ".join(f"{k} {v}" for k, v in facts.items()) for h, facts in seen.items()] or ["- none"]
+    out += ["", "## Overrides", "", "A reviewer's grade counts in place of the automatic one, which is kept.", ""]
+    out += [f"- {r.cell}: {shown_as(r)}" + (f" ({r.override.at})" if r.override else "")
+            for r in rows if r.overridden] or ["- none"]
     return "\n".join(out) + "\n"
 
 
@@ -184,12 +219,18 @@ def _junit(sweep: SweepRecord, rows: list[CellRow]) -> bytes:
     for r in rows:
         case = ET.SubElement(suite, "testcase", classname=r.host, name=f"{r.item}/{r.agent}/r{r.rep}",
                              time=f"{r.duration_s:.3f}")
-        text = "; ".join(r.reasons) or r.error
+        text = f"{r.grade}: " + ("; ".join(r.reasons) or r.error)
+        if r.overridden:
+            # A reviewer's grade counts; the case says it is one, and what the harness had said (also on a pass).
+            text = shown_as(r)
+            props = ET.SubElement(case, "properties")
+            ET.SubElement(props, "property", name="override", value=text[:1000])
+            ET.SubElement(props, "property", name="automatic_grade", value=r.automatic_grade)
         if r.grade == "HARNESS_FAILURE":
-            ET.SubElement(case, "error", message=f"HARNESS_FAILURE: {text}"[:1000])
+            ET.SubElement(case, "error", message=text[:1000])
             counts["errors"] += 1
         elif r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT"):
-            ET.SubElement(case, "failure", message=f"{r.grade}: {text}"[:1000])
+            ET.SubElement(case, "failure", message=text[:1000])
             counts["failures"] += 1
         elif not r.grade:
             ET.SubElement(case, "skipped", message=f"not graded ({r.status})")

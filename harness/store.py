@@ -47,6 +47,7 @@ from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, Sw
 
 if TYPE_CHECKING:
     from harness.grading import Grade
+    from harness.grading.override import GradeOverride
 
 __all__ = ["Store", "atomic_write"]
 
@@ -54,9 +55,14 @@ __all__ = ["Store", "atomic_write"]
 def write_grade_files(folder: Path, grade: "Grade") -> None:
     """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history)."""
     atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
+    append_grade_line(folder, grade)
+
+
+def append_grade_line(folder: Path, record: "Grade | GradeOverride") -> None:
+    """One more line of the attempt's ``grades.jsonl``: an automatic grade or a reviewer's override, fsynced."""
     try:
         with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
-            f.write((grade.model_dump_json() + "\n").encode())
+            f.write((record.model_dump_json() + "\n").encode())
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:
@@ -796,3 +802,22 @@ class SweepWriter:
         if summary is not None:
             _upsert(sweep, cell_id, summary)
             self._journal_attempt(sweep, cell_id, summary)
+
+    def record_override(self, sweep: SweepRecord, cell_id: str, attempt: int, override: "GradeOverride") -> None:
+        """A reviewer's grade of a recorded attempt: one more line of its ``grades.jsonl`` (the automatic grade and
+        every earlier override stay), the summary's ``override`` journaled, and the index's ``overrides`` and
+        ``cells`` rows. The caller (``harness.grading.override.override_grade``) has checked the attempt."""
+        summary = next((a for a in sweep.attempts.get(cell_id) or [] if a.attempt == attempt), None)
+        if summary is None or summary.status == "dispatched" or cell_id not in self._cell_ids(sweep):
+            raise UsageError(f"sweep {sweep.id}: {cell_id} has no recorded attempt {attempt}")
+        append_grade_line(self.store.attempt_dir(sweep.id, cell_id, attempt), override)
+        summary = summary.model_copy(update={"override": override.grade})
+        runs = [summary if a.attempt == attempt else a for a in sweep.attempts.get(cell_id) or []]
+        self._execute(
+            ("INSERT OR REPLACE INTO overrides VALUES (?,?,?,?,?,?,?,?)",
+             (sweep.id, cell_id, attempt, override.grade, override.automatic, override.reason, override.author,
+              override.at)),
+            ("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._cell_row(sweep, cell_id, runs)),
+        )
+        _upsert(sweep, cell_id, summary)
+        self._journal_attempt(sweep, cell_id, summary)

@@ -34,8 +34,10 @@ PAGES = ("harness.dashboard.sweeps", "harness.dashboard.cell", "harness.dashboar
 """The page modules, each with ``routes(dash) -> list[BaseRoute]``; a module not written yet is skipped."""
 
 
+# same-origin, not no-referrer: other sites still learn nothing, but a form of these pages (the override) posts
+# with its real Origin; under no-referrer a browser sends "Origin: null" and the cross-site check refuses it.
 _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")]
 
 
 class _Headers:

@@ -234,7 +234,8 @@ def test_without_a_threshold_regressions_exit_0(tmp_path: Path) -> None:
     assert data["counts"]["regressed"] == 2 and data["test"] == {"b": 2, "c": 1, "p": 1.0, "p_exact": "1"}
     assert [(r["item"], r["change"]) for r in data["rows"]] == [
         ("01-item", "regressed"), ("02-item", "regressed"), ("03-item", "improved"), ("04-item", "unchanged")]
-    assert data["rows"][0]["baseline"]["reps"] == [{"rep": 1, "grade": "DELIVERED", "measured": True, "passed": True}]
+    assert data["rows"][0]["baseline"]["reps"] == [{"rep": 1, "grade": "DELIVERED", "measured": True, "passed": True,
+                                                  "override": False, "automatic": ""}]
     assert data["baseline"]["rate"] == {"delivered": 3, "graded": 4, "measured": 4, "rate": 0.75,
                                         "rate_without_failures": 0.75}
 
