@@ -142,8 +142,10 @@ class ExportLinks(Links):
 
 def _environment() -> jinja2.Environment:
     # Autoescape everywhere: every stored string (a model reply, a file name, an answer) is text, never markup.
+    # auto_reload off: the templates are the package's files, and with it on every ``include`` (a chip per cell of
+    # a 10,000-cell matrix) asks the file system whether its template changed.
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters["duration"] = duration
     env.filters["grade_class"] = lambda g: GRADE_CLASS.get(g or "", "g-none")
     env.filters["pct"] = lambda r: "-" if r is None else f"{100 * r:.0f} %"

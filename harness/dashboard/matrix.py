@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.compare import compare_sweeps
+from harness.compare import regressed_groups
 from harness.outcome import label, shown_grade
 from harness.records import Cell, SweepRecord
 from harness.store import Store
@@ -106,7 +106,7 @@ def read_matrix(store: Store, sweep_id: str) -> Matrix:
     regressed: set[tuple[str, str, str]] = set()
     if previous is not None:
         base = store.load_sweep(previous)
-        regressed = {(r.host, r.item, r.agent) for r in compare_sweeps(base, sweep).rows if r.change == "regressed"}
+        regressed = regressed_groups(base, sweep)
     grid: dict[str, dict[str, list[Chip]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, int] = defaultdict(int)
     for c in sorted(sweep.cells, key=lambda c: (c.item, c.host, c.agent, c.rep)):

@@ -30,7 +30,7 @@ def sweep_page(dash: Dashboard, sweep_id: str, links: Links) -> str:
 
 
 def chip_html(dash: Dashboard, chip: Chip, sweep_id: str, links: Links) -> str:
-    return dash.env.get_template("chip.html").render(chip=chip, sweep_id=sweep_id, links=links)
+    return str(dash.env.get_template("chip.html").module.chip_link(chip, sweep_id, links))  # type: ignore[attr-defined]
 
 
 def _state(dash: Dashboard, sweep_id: str) -> tuple[int, int, int, int] | None:
