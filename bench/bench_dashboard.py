@@ -12,7 +12,7 @@ same run.
   list_sweeps`` (what ``fleet sweeps`` and the page share: the index), and the baseline: every sweep.json read
   (``Store.load_sweep`` and a line made from it for every sweep, what the list did before the index kept the
   lines).
-- cell: a 1,000-event transcript's cell page (TODO below: the cell page is not on this branch yet).
+- cell: a 1,000-event transcript's cell page, beside parsing that transcript alone.
 
 Times are the median of --repeat runs after one warm-up run; the results directory is written under /dev/shm
 when it exists (building it is not what is measured; the reads come from the page cache either way).
@@ -166,15 +166,36 @@ def bench_list(root: Path, counts: list[int], repeat: int, items: int = 4, agent
     return rows
 
 
-def bench_cell(root: Path, events: int, repeat: int) -> dict[str, float] | None:
-    """TODO(lead): the cell page of a 1,000-event transcript (``GET /sweeps/ID/cells/CELL`` through TestClient
-    and the cell page's render function alone, beside ``harness.transcript.read_transcript`` of that file alone),
-    once ``harness/dashboard/cell.py`` is merged: the page must be under 200 ms. Returns None until then."""
-    try:
-        import harness.dashboard.cell  # noqa: F401
-    except ModuleNotFoundError:
-        return None
-    return None  # TODO(lead): measure it here (the module exists now)
+def bench_cell(root: Path, events: int, repeat: int) -> dict[str, float]:
+    """The cell page of an ``events``-event transcript (``GET /sweeps/ID/cells/CELL`` through TestClient, and
+    ``cell_page`` alone), beside ``harness.transcript.parse_transcript`` of that file alone: the page must be
+    under 200 ms. The transcript is the cell test's (turns, tool calls, errors, guard decisions)."""
+    from harness.dashboard.cell import cell_page
+    from harness.transcript import parse_transcript
+    from tests.dashboard.test_cell import _long_transcript
+    from tests.support import finished_result, synthetic_sweep
+
+    store = Store(root / "cell")
+    sweep = synthetic_sweep("20261201-000000-cell", hosts=1, items=1)
+    data = _long_transcript(root / "transcript.jsonl", events)
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.record_attempt(sweep, finished_result(sweep, sweep.cells[0], 1, artifacts=[
+            Artifact.of("transcript.jsonl", data), Artifact.of("answer.txt", b"done")]))
+        w.set_status(sweep, "finished")
+    app = make_app(store.root)
+    client, dash, url = TestClient(app), app.state.dash, Links().cell(sweep.id, sweep.cells[0].id)
+
+    def get() -> int:
+        r = client.get(url)
+        assert r.status_code == 200, r.status_code
+        return len(r.content)
+
+    get_s, size = timed(get, repeat)
+    render_s, _ = timed(lambda: cell_page(dash, sweep.id, sweep.cells[0].id, None, Links()), repeat)
+    parse_s, _ = timed(lambda: parse_transcript(data, "transcript.jsonl"), repeat)
+    return {"events": float(data.count(b"\n")), "get_s": get_s, "render_s": render_s, "parse_s": parse_s,
+            "page_mb": size / 1e6}
 
 
 def main() -> None:
@@ -205,8 +226,10 @@ def main() -> None:
                   f"{r['list_sweeps_s'] * 1000:5.0f} ms {r['list_sweeps_peak_mb']:5.1f} MB     "
                   f"{r['every_file_s'] * 1000:6.0f} ms {r['every_file_peak_mb']:5.1f} MB   (page {r['page_mb']:.2f} MB)")
         cell = bench_cell(root, args.events, args.repeat)
-        print(f"cell page of a {args.events:,}-event transcript: " + ("not measured (TODO: no cell page yet)"
-                                                                      if cell is None else json.dumps(cell)))
+        print(f"cell page of a {cell['events']:,.0f}-event transcript (page {cell['page_mb']:.2f} MB)")
+        print(f"  GET /sweeps/ID/cells/CELL            {cell['get_s'] * 1000:8.0f} ms")
+        print(f"  cell_page alone                      {cell['render_s'] * 1000:8.0f} ms")
+        print(f"  baseline: parse_transcript alone     {cell['parse_s'] * 1000:8.0f} ms")
     if args.json:
         from harness.records import utc_now
 
