@@ -379,6 +379,22 @@ class Store:
             raise StoreError(f"{path}: kind: {meta.kind!r} is an imported session's record, not a sweep attempt's")
         return meta
 
+    def query_index(self, *queries: tuple[str, tuple]) -> list[list[tuple]] | None:
+        """Each query's rows from the index, opened read-only on one connection (reading must work on a read-only
+        copy and must never create an index); None when there is no index or it cannot be read (an older layout,
+        a damaged file): the caller reads the sweeps' files instead."""
+        path = self.root / "index.sqlite"
+        if not path.is_file():
+            return None
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            try:
+                return [db.execute(sql, params).fetchall() for sql, params in queries]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+
     # -- writing ---------------------------------------------------------------------------------
     def claim_sweep_id(self, base: str) -> str:
         """Make the sweep's folder under the first free id ``base``, ``base-2``, ...; the folder's creation

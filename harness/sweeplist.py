@@ -13,7 +13,6 @@ until ``--limit`` lines are made.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -78,17 +77,10 @@ class SweepList(BaseModel):
 def _indexed(store: Store) -> dict[str, SweepKey]:
     """The index's sweeps rows, opened read-only (listing must work on a read-only copy, and must never create
     an index); a missing or unreadable index is no index."""
-    path = store.root / "index.sqlite"
-    if not path.is_file():
+    got = store.query_index(("SELECT id, label, created_at FROM sweeps", ()))
+    if got is None:
         return {}
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = db.execute("SELECT id, label, created_at FROM sweeps").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}
+    rows = got[0]
     return {r[0]: SweepKey(id=r[0], label=r[1] or "", created_at=r[2] or "") for r in rows
             if isinstance(r[0], str) and isinstance(r[2], str)}
 
@@ -144,17 +136,10 @@ def _indexed_lines(store: Store) -> dict[str, SweepLine]:
     """Every sweep line the index can give whole: the sweep's row, its plan's shape (``sweep_plans``) and a row per
     planned cell (``cells``, its shown grade). A sweep recorded before the index kept these has no line here, and
     an index of an older layout or a damaged one gives none: those sweeps are read from their files."""
-    path = store.root / "index.sqlite"
-    if not path.is_file():
+    got = store.query_index((_LINES, ()))
+    if got is None:
         return {}
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = db.execute(_LINES).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}
+    rows = got[0]
     lines = {}
     for (sid, label, created, status, cells, hosts, items, agents, n, delivered, graded, measured) in rows:
         if n != cells:

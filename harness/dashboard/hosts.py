@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -182,20 +181,13 @@ def _point(sweep_id: str, label: str, created_at: str, by_agent_grade: dict[tupl
 def _from_index(store: Store, name: str) -> tuple[dict[str, GradePoint], set[str]]:
     """The host's grade points of the sweeps the index covers, and the ids of every sweep the index covers (for the
     host or not): a covered sweep without a point does not include the host."""
-    path = store.root / "index.sqlite"
-    if not path.is_file():
-        return {}, set()
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            sweeps = {r[0]: (r[1] or "", r[2] or "") for r in db.execute("SELECT id, label, created_at FROM sweeps")}
-            plans = db.execute("SELECT sweep_id, hosts FROM sweep_plans").fetchall()
-            rows = db.execute("SELECT sweep_id, agent, grade, COUNT(*) FROM cells WHERE host = ? "
-                              "GROUP BY sweep_id, agent, grade", (name,)).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
+    got = store.query_index(("SELECT id, label, created_at FROM sweeps", ()), ("SELECT sweep_id, hosts FROM sweep_plans", ()),
+                            ("SELECT sweep_id, agent, grade, COUNT(*) FROM cells WHERE host = ? "
+                             "GROUP BY sweep_id, agent, grade", (name,)))
+    if got is None:
         return {}, set()  # an index of an older layout, or damaged: the sweeps are read from their files
+    sweeps = {r[0]: (r[1] or "", r[2] or "") for r in got[0]}
+    plans, rows = got[1], got[2]
     cells: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
     for sweep_id, agent, grade, n in rows:
         cells[sweep_id][(agent or "", grade or "")] = int(n)
@@ -271,15 +263,11 @@ def _transcript_speed(store: Store, sweep_id: str, folder: Path) -> AttemptSpeed
 def _indexed_cells(store: Store, name: str, sweep_id: str) -> list[tuple[str, str, int]] | None:
     """The host's cells of an indexed sweep with their last recorded attempt, in cell order, from the index's
     ``cells`` rows (the sweep's file is not read); None when the index cannot be read."""
-    try:
-        db = sqlite3.connect(f"file:{store.root / 'index.sqlite'}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = db.execute("SELECT cell_id, agent, attempt FROM cells WHERE host = ? AND sweep_id = ? AND attempt > 0 "
-                              "ORDER BY cell_id", (name, sweep_id)).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
+    got = store.query_index(("SELECT cell_id, agent, attempt FROM cells WHERE host = ? AND sweep_id = ? AND attempt > 0 "
+                             "ORDER BY cell_id", (name, sweep_id)))
+    if got is None:
         return None
+    rows = got[0]
     return [(str(c), str(a or ""), int(n)) for c, a, n in rows]
 
 

@@ -8,7 +8,6 @@ the index's ``grades`` table.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,19 +58,9 @@ class Matrix(BaseModel):
 
 
 def _stops_from_index(store: Store, sweep_id: str) -> dict[tuple[str, int], str]:
-    path = store.root / "index.sqlite"
-    if not path.is_file():
-        return {}
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = db.execute("SELECT cell_id, attempt, stop FROM grades WHERE sweep_id = ? ORDER BY graded_at",
-                              (sweep_id,)).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}
-    return {(c, a): s or "" for c, a, s in rows}
+    got = store.query_index(("SELECT cell_id, attempt, stop FROM grades WHERE sweep_id = ? ORDER BY graded_at",
+                             (sweep_id,)))
+    return {(c, a): st or "" for c, a, st in got[0]} if got else {}
 
 
 def chip_of(sweep: SweepRecord, c: Cell, live: bool, stops: dict[tuple[str, int], str] | None = None) -> Chip:
