@@ -356,5 +356,7 @@ CONTRACT_VARIABLES: dict[str, str] = {
                         "session); nothing reads it as a setting",
     "FLEET_AGENTS_CACHE": "read only by the test suite (tests/agents/conftest.py, .ci/run): where the real agents "
                           "are installed for the agent tests; no harness code reads it",
+    "FLEET_DASHBOARD_TOKEN": "read only by `fleet dashboard` (as --token): the secret that allows grade overrides; "
+                             "kept out of the settings so that no listing ever holds it, and out of argv (ps)",
 }
 """``FLEET_*`` variables that are not settings, by design, and why (docs/settings.md repeats this)."""

@@ -4,6 +4,8 @@ workspace manifest and its files, and an older attempt with none of them."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
 import base64
 import hashlib
 import html
@@ -537,14 +539,13 @@ def test_the_override_form_is_there_with_the_token_only_for_the_attempt_shown(bu
 
 @pytest.mark.integration
 def test_the_cell_page_in_chromium_runs_nothing_planted_and_holds_at_375_px(built: tuple[Path, SweepRecord],
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path, chromium: Any) -> None:
     """Real headless Chromium against the app served by uvicorn on loopback: no console error (a CSP violation is
     one), no planted handler ran, the page is no wider than a 375 px phone, and a screenshot is kept."""
     import socket
     import threading
 
     import uvicorn
-    from playwright.sync_api import sync_playwright
 
     from harness.checks.web import CHROMIUM_ARGS, find_chromium
 
@@ -566,8 +567,8 @@ def test_the_cell_page_in_chromium_runs_nothing_planted_and_holds_at_375_px(buil
     shots = Path(os.environ.get("FLEET_TEST_ARTIFACTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
+        # The session's one browser (conftest): a second sync_playwright in the same worker is refused.
+        with contextlib.nullcontext(chromium) as browser:
             try:
                 page = browser.new_page(viewport={"width": 375, "height": 800})
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -584,7 +585,7 @@ def test_the_cell_page_in_chromium_runs_nothing_planted_and_holds_at_375_px(buil
                     page.screenshot(path=str(shots / f"cell-attempt-{attempt}-375px.png"), full_page=True)
                 assert "Here is the page." in page.goto(base + Links().cell(SWEEP, CELL, 2)).text()  # type: ignore[union-attr]
             finally:
-                browser.close()
+                page.context.close()
     finally:
         server.should_exit = True
         thread.join(timeout=10)

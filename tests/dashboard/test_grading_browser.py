@@ -8,6 +8,8 @@ Chromium fails with the fix (``bash .ci/setup``) rather than skipping."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
 import socket
 import threading
 import time
@@ -62,15 +64,14 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         sock.close()
 
 
-def test_the_override_in_chromium_refused_without_signing_in_then_written(served: tuple[str, Path]) -> None:
-    from playwright.sync_api import sync_playwright
+def test_the_override_in_chromium_refused_without_signing_in_then_written(served: tuple[str, Path], chromium: Any) -> None:
 
     base, runs = served
     exe, why = find_chromium()
     assert exe is not None, f"{why} (bash .ci/setup installs it)"
     errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
+    # The session's one browser (conftest): a second sync_playwright in the same worker is refused.
+    with contextlib.nullcontext(chromium) as browser:
         try:
             page = browser.new_page(viewport={"width": 375, "height": 800})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -101,7 +102,7 @@ def test_the_override_in_chromium_refused_without_signing_in_then_written(served
             cookies = {c["name"]: c for c in page.context.cookies()}
             assert cookies["fleet_reviewer"]["httpOnly"] and cookies["fleet_reviewer"]["sameSite"] == "Strict"
         finally:
-            browser.close()
+            page.context.close()
     last = read_grade_history(Store(runs).attempt_dir(SWEEP, CELL, 1))[-1]
     assert isinstance(last, GradeOverride) and (last.grade, last.author, last.reason) == (
         "PARTIAL", "alice", "the page is blank")
