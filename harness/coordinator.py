@@ -103,6 +103,8 @@ class Coordinator:
                         grade_attempt(w, sweep, cell, last.attempt)
                     except FleetError as exc:
                         self.on_warning(f"{cell.id} attempt {last.attempt}: cannot grade: {exc}")
+                    # The writer records a graded copy of the summary; the one read above is still ungraded.
+                    last = sweep.last(cell.id) or last
                 if summary_failure(last) is None:
                     continue  # measured: a model result is never run again by resume
                 k = self._next_attempt(sweep, cell)
