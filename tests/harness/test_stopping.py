@@ -10,6 +10,18 @@ import pytest
 from harness.stopping import Stopped, stop_signals
 
 
+@pytest.fixture(autouse=True)
+def _library_log_levels():  # type: ignore[no-untyped-def]
+    """A stop signal quiets every library's logging for the rest of the process: this test process goes on."""
+    import logging
+
+    loggers = [logging.getLogger(), *(v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger))]
+    levels = [(logger, logger.level) for logger in loggers]
+    yield
+    for logger, level in levels:
+        logger.setLevel(level)
+
+
 @pytest.mark.parametrize(("sig", "how"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGHUP"),
                                           (signal.SIGINT, "Ctrl-C")])
 def test_the_first_signal_stops_and_the_next_ones_are_ignored(sig: signal.Signals, how: str) -> None:
@@ -56,3 +68,38 @@ def test_an_error_that_follows_a_stop_signal_is_reported_as_the_interrupt(monkey
     err = capsys.readouterr().err
     assert err.startswith("fleet: interrupted (Ctrl-C); while stopping: cannot set up the embedded queue") and \
         err.count("\n") == 1, err
+
+
+def test_a_library_that_logs_what_the_stop_cut_short_prints_nothing() -> None:
+    # The signal lands while SQLAlchemy's pool closes the embedded broker's connection: the pool logs the
+    # KeyboardInterrupt with a traceback (on stderr, through logging's last resort) and re-raises it.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import logging, os, signal, sys
+        from harness.stopping import Stopped, stop_signals
+        fleet = logging.getLogger("fleet")
+        fleet.propagate = False
+        fleet.setLevel(logging.INFO)
+        fleet.addHandler(logging.StreamHandler(sys.stdout))
+        logging.getLogger("kombu").setLevel(logging.WARNING)
+        pool = logging.getLogger("sqlalchemy.pool.impl.QueuePool")
+        pool.error("before the stop")
+        try:
+            with stop_signals():
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                except Stopped:
+                    pool.error("Exception closing connection", exc_info=True)
+                    logging.getLogger("kombu.transport").error("kombu after the stop")
+                    logging.getLogger("celery").warning("celery after the stop")
+                    raise
+        except Stopped:
+            fleet.info("fleet's own log goes on")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "before the stop\n"
+    assert r.stdout == "fleet's own log goes on\n"
