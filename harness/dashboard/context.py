@@ -16,7 +16,8 @@ import jinja2
 
 from harness.store import Store
 
-__all__ = ["Dashboard", "Links", "ExportLinks", "TEMPLATES", "STATIC", "quote_path", "duration", "GRADE_CLASS"]
+__all__ = ["Dashboard", "Links", "ExportLinks", "TEMPLATES", "STATIC", "quote_path", "duration", "GRADE_CLASS",
+           "exported_file"]
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -90,6 +91,25 @@ class Links:
         return "/login"
 
 
+INERT_SUFFIXES = frozenset({
+    ".txt", ".md", ".json", ".jsonl", ".log", ".csv", ".tsv", ".py", ".toml", ".yaml", ".yml", ".ini", ".cfg",
+    ".sh", ".diff", ".patch", ".stdout", ".stderr", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".bin", ".tar",
+    ".gz", ".tgz", ".zip"})
+"""Suffixes a static web server serves as inert content (text, data, images, archives). Any other stored file is
+exported as text (see ``exported_file``)."""
+
+
+def exported_file(path: str) -> str:
+    """Where an export keeps a stored file (a path under the sweep's folder), relative to the export: under
+    ``files/`` by its own name when that is inert, else under ``text/`` with ``.txt`` appended. An export is
+    published on a static server that picks the type from the name, so an agent's ``index.html`` (or .svg, .js,
+    .xhtml: anything of a type that runs) must never be served as what it says it is; the dashboard's server
+    sends every stored file as text or as an attachment, whatever its name. Two roots, so that an agent's
+    ``a.html`` and ``a.html.txt`` never land on one name."""
+    suffix = posixpath.splitext(posixpath.basename(path))[1].lower()
+    return f"files/{path}" if suffix in INERT_SUFFIXES else f"text/{path}.txt"
+
+
 @dataclass
 class ExportLinks(Links):
     """Links between the files of one exported sweep, relative to the page being written (``here``, a path
@@ -116,7 +136,7 @@ class ExportLinks(Links):
         return self._rel(f"cells/{quote_path(cell_id)}/{f'attempt-{attempt}' if attempt else 'index'}.html")
 
     def file(self, sweep_id: str, path: str) -> str:
-        return self._rel(f"files/{quote_path(path)}") if sweep_id == self.sweep_id else ""
+        return self._rel(quote_path(exported_file(path))) if sweep_id == self.sweep_id else ""
 
     def host(self, name: str) -> str:
         return self._rel(f"hosts/{quote_path(name)}.html")

@@ -7,6 +7,8 @@ works opened from disk or served by any static web server:
     DIR/cells/HOST/ITEM/AGENT/rREP/index.html     a cell (its last attempt); attempt-K.html for each attempt
     DIR/hosts/HOST.html                    each host of the sweep
     DIR/files/...                          every stored file of the sweep's attempts, as the downloads link them
+    DIR/text/....txt                       ... but those a static server would serve as active content (an
+                                           agent's index.html, .svg, .js) as text: ``exported_file``
     DIR/static/                            the stylesheet and the script
     DIR/.fleet-export                      marks the folder as an export, so a later export may replace it
 
@@ -29,7 +31,7 @@ from typing import Callable
 from harness.errors import StoreError, UsageError
 from harness.store import Store
 
-from harness.dashboard.context import STATIC, Dashboard, ExportLinks
+from harness.dashboard.context import STATIC, Dashboard, ExportLinks, exported_file
 
 __all__ = ["Written", "export_sweep", "MARK"]
 
@@ -59,7 +61,7 @@ def _check_target(out: Path) -> None:
                          "or new folder")
 
 
-def _copy_attempt_files(store: Store, sweep_id: str, folder: Path, files_root: Path) -> int:
+def _copy_attempt_files(store: Store, sweep_id: str, folder: Path, work: Path) -> int:
     """Every regular file of an attempt folder (links are stored as links' records, never followed)."""
     n = 0
     top = store.sweep_dir(sweep_id)
@@ -69,7 +71,7 @@ def _copy_attempt_files(store: Store, sweep_id: str, folder: Path, files_root: P
             st = os.lstat(src)
             if not stat.S_ISREG(st.st_mode):
                 continue
-            dest = files_root / src.relative_to(top)
+            dest = work / exported_file(src.relative_to(top).as_posix())
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest, follow_symlinks=False)
             n += 1
@@ -111,7 +113,7 @@ def export_sweep(store: Store, sweep_id: str, out: Path) -> Written:
             for a in runs:
                 folder = store.attempt_dir(sweep_id, c.id, a.attempt)
                 if folder.is_dir():
-                    files += _copy_attempt_files(store, sweep_id, folder, work / "files")
+                    files += _copy_attempt_files(store, sweep_id, folder, work)
         if host_page is not None:
             for h in sorted(sweep.hosts):
                 here = f"hosts/{h}.html"

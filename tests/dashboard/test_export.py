@@ -72,3 +72,30 @@ def test_an_export_replaces_an_earlier_one_and_refuses_any_other_folder(tmp_path
                                     "20261299-000000-none", cwd=tmp_path), "no sweep")
     assert_one_line_error(run_fleet("dashboard", "--runs", str(store.root), "--sweep", "x", cwd=tmp_path),
                           "--sweep goes with --export")
+
+
+def test_an_agents_html_is_exported_as_text_never_as_a_page(tmp_path: Path) -> None:
+    # A published export is served by a static web server that types a file by its name: the agent's index.html
+    # (with its planted markup), a .svg or a .js must not come back as a page that runs.
+    from tests.dashboard.test_cell import CELL, SWEEP, WORKSPACE, _build
+
+    runs, _ = _build(tmp_path)
+    folder = runs / SWEEP / CELL / "attempt-2" / "workspace"
+    (folder / "logo.svg").write_bytes(b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>')
+    (folder / "index.html.txt").write_bytes(b"the agent's own .txt beside its .html\n")
+    out = tmp_path / "site"
+    proc = run_fleet("dashboard", "--runs", str(runs), "--export", str(out), "--sweep", SWEEP, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    ours = {out / "index.html", *(out / "cells").rglob("*.html"), *(out / "hosts").rglob("*.html")}
+    active = [p for p in out.rglob("*") if p.is_file() and p.suffix.lower() in (".html", ".htm", ".svg", ".js")
+              and p not in ours and p.parent != out / "static"]
+    assert active == []
+    kept = out / "text" / CELL / "attempt-2" / "workspace" / "index.html.txt"
+    assert kept.read_bytes() == WORKSPACE["index.html"]
+    assert (out / "text" / CELL / "attempt-2" / "workspace" / "logo.svg.txt").is_file()
+    # The agent's own index.html.txt is a different file, kept under its own name.
+    assert (out / "files" / CELL / "attempt-2" / "workspace" / "index.html.txt").read_bytes().startswith(b"the agent's")
+    # The cell page's download link leads to the text copy.
+    page = out / "cells" / CELL / "index.html"
+    targets = {(page.parent / link).resolve() for link in _links(page)}
+    assert kept.resolve() in targets
