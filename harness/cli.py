@@ -152,6 +152,7 @@ def _gate(sweep, cells, fail_on: frozenset[str]) -> None:
     ended in a harness failure, GradeGate (4) when a cell's grade is one of ``--fail-on``'s."""
     from harness.coordinator import summary_failure
     from harness.errors import GradeGate, NothingMeasured
+    from harness.outcome import shown_grade
 
     lasts = [(c, sweep.last(c.id)) for c in cells]
     failed = [c for c, a in lasts if a is not None and summary_failure(a) is not None]
@@ -160,7 +161,7 @@ def _gate(sweep, cells, fail_on: frozenset[str]) -> None:
     if fail_on:
         hits = []
         for c, a in lasts:
-            g = (a.grade or ("HARNESS_FAILURE" if summary_failure(a) is not None else "")) if a is not None else ""
+            g = shown_grade(a)  # a reviewer's override counts, as in reports and compare
             if g in fail_on:
                 hits.append(f"{c.id} {g}")
         if hits:
@@ -169,7 +170,7 @@ def _gate(sweep, cells, fail_on: frozenset[str]) -> None:
 
 
 def _finish(sweep, store, as_json: bool) -> None:
-    from harness.outcome import label
+    from harness.outcome import table_label
     from harness.progress import matrix_table
 
     path = store.sweep_dir(sweep.id)
@@ -190,7 +191,8 @@ def _finish(sweep, store, as_json: bool) -> None:
                     "exit_code": last.exit_code if last else None,
                     "grade": last.grade if last else "",
                     "failure": last.failure if last else "",
-                    "label": label(last, live)[0],  # what the table shows (the receipt's outcome is in grade.json)
+                    "override": last.override if last else "",
+                    "label": table_label(last, live)[0],  # what the table shows (the receipt's outcome is in grade.json)
                 }
             )
         json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)

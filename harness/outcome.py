@@ -12,7 +12,7 @@ from __future__ import annotations
 from harness.failures import classify
 from harness.records import AttemptSummary
 
-__all__ = ["label", "shown_grade", "STYLES"]
+__all__ = ["label", "table_label", "shown_grade", "STYLES"]
 
 STYLES = {
     "DELIVERED": "green",
@@ -45,6 +45,14 @@ def label(a: AttemptSummary | None, live: bool = True) -> tuple[str, str]:
     if a.exit_code == 0:
         return "ok", STYLES["ok"]
     return f"exit {a.exit_code}", STYLES["exit"]
+
+
+def table_label(a: AttemptSummary | None, live: bool = True) -> tuple[str, str]:
+    """``label`` as the sweep's table and ``--json`` show it: a reviewer's override counts (``shown_grade``), so it
+    is what the table says, marked as one (the automatic grade is in `fleet show` and the dashboard)."""
+    if a is not None and a.status != "dispatched" and a.override:
+        return f"{a.override} (override)", STYLES.get(a.override, STYLES["ok"])
+    return label(a, live)
 
 
 def shown_grade(a: AttemptSummary | None) -> str:

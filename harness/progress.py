@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from harness.dispatch import Event
-from harness.outcome import label
+from harness.outcome import table_label
 from harness.records import SweepRecord
 
 __all__ = ["SweepProgress", "matrix_table"]
@@ -90,7 +90,7 @@ def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
     cells: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for c in sweep.cells:
         runner = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
-        text, style = label(sweep.last(c.id), live)
+        text, style = table_label(sweep.last(c.id), live)
         n = len(sweep.attempts.get(c.id) or [])
         suffix = f" ×{n}" if n > 1 else ""
         cells[runner][c.item].append(f"[{style}]{text}{suffix}[/]")

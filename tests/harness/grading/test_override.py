@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.compare import compare_sweeps
-from harness.errors import UsageError
+from harness.errors import GradeGate, UsageError
 from harness.grading import Grade
 from harness.grading.override import GradeOverride, override_grade, read_grade_history
 from harness.outcome import shown_grade
@@ -315,3 +315,21 @@ def test_a_group_of_repetitions_says_how_many_are_overrides(tmp_path: Path) -> N
     assert [r.shown for r in row.candidate.reps] == ["DELIVERED", "PARTIAL (override of DELIVERED)"]
     proc = run_fleet("compare", sweeps[0].id, sweeps[1].id, "--runs", str(tmp_path), cwd=tmp_path)
     assert "candidate: pass@2 yes; r1 DELIVERED, r2 PARTIAL (override of DELIVERED)" in proc.stdout, proc.stdout
+
+
+def test_status_and_its_json_show_the_override_and_the_gate_counts_it(tmp_path: Path) -> None:
+    store, _ = build_runs(tmp_path)
+    override_grade(store, SWEEP, CELL, 1, "PARTIAL", "the page it wrote is blank", "alice")
+    proc = run_fleet("status", SWEEP, "--json", "--runs", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cell = next(c for c in json.loads(proc.stdout)["cells"] if c["id"] == CELL)
+    assert (cell["grade"], cell["override"], cell["label"]) == ("DELIVERED", "PARTIAL", "PARTIAL (override)")
+    table = run_fleet("status", SWEEP, "--runs", str(tmp_path), cwd=tmp_path)
+    assert "PARTIAL (override)" in table.stdout
+    # The exit gate a CI job reads judges the shown grade: the override, not the automatic DELIVERED.
+    from harness.cli import _gate
+
+    sweep = store.load_sweep(SWEEP)
+    with pytest.raises(GradeGate, match=f"{CELL} PARTIAL"):
+        _gate(sweep, [sweep.cell(CELL)], frozenset({"PARTIAL"}))
+    _gate(sweep, [sweep.cell(CELL)], frozenset({"DELIVERED"}))
