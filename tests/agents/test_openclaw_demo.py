@@ -118,7 +118,7 @@ def test_openclaw_demo_sweep_shows_every_grade(tmp_path, agents_cache):
     for k in (1, 2, 3):
         meta = json.loads((folder("30-roman-numerals", k) / "meta.json").read_text())
         assert "model_http_404" in meta["error"] and "not found" in meta["error"], meta
-        # OpenClaw's start-up only (6-20 s here, 66 s once on a loaded 2-core machine), none of its 90 s of
+        # OpenClaw's start-up only (it took 66 s once on a loaded 2-core machine), none of its 90 s of
         # retrying a 5xx: a run that retried takes at least those 90 s on top of its start-up.
         assert meta["duration_s"] < 90, meta
         end = demo.events("30-roman-numerals", k)[-1]
