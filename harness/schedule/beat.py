@@ -33,8 +33,8 @@ class zoned_crontab(crontab):  # noqa: N801 - named like celery's own schedule c
                          month_of_year=month_of_year)
         self.zone = zone
 
-    @property  # type: ignore[override]
-    def tz(self) -> ZoneInfo:  # type: ignore[override]
+    @property
+    def tz(self) -> ZoneInfo:
         return ZoneInfo(self.zone)
 
     def __reduce__(self) -> Any:
@@ -51,7 +51,7 @@ class zoned_crontab(crontab):  # noqa: N801 - named like celery's own schedule c
 class FiringScheduler(PersistentScheduler):
     """Celery's persistent scheduler, stamping each fire with its time (the service logs and reports it)."""
 
-    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:  # type: ignore[override]
+    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         kwargs = {**(kwargs or {}), "fired_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         return super().send_task(name, args, kwargs, **options)
 
