@@ -16,6 +16,7 @@ exits with its ``exit_code``; it never prints a traceback for one.
     │   ├── TranscriptError                   a transcript or raw session that cannot be read
     │   │   └── TranscriptImportError         a recorded session an importer cannot read (file, key, problem)
     │   ├── PolicyError                       a guard policy file for replay: file, key path, problem
+    │   ├── ScheduleError                     a schedules file (schedules.toml): file, key path, problem
     │   ├── ReplayError                       a replay source, --edit or external guard that cannot be used
     │   └── UnsafeStoredPath                  a stored id or name (sweep.json, journal.jsonl) would make a path
     │                                         outside the sweep's folder, or a stored file is a link out of it
@@ -63,6 +64,7 @@ __all__ = [
     "TranscriptError",
     "TranscriptImportError",
     "PolicyError",
+    "ScheduleError",
     "ReplayError",
     "UnsafeStoredPath",
     "StoreError",
@@ -151,6 +153,10 @@ class TranscriptImportError(TranscriptError):
 
 class PolicyError(_FileKeyError):
     """A guard policy file (``fleet replay --policy``) that is missing, not TOML, or does not validate."""
+
+
+class ScheduleError(_FileKeyError):
+    """A schedules file (``fleet schedule``) is missing, is not TOML, or does not validate."""
 
 
 class ReplayError(_FileKeyError):

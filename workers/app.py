@@ -10,7 +10,9 @@ Two modes, the same code path (``harness.settings.Settings`` says which):
 ``configure(settings)`` is the one explicit call that points this process at its queue and gives its tasks
 their settings (slot leases, start timeout); no setting travels through the environment.
 
-Every host has its own queue, ``fleet.<namespace>.host.<name>``; ``route`` is the one routing table.
+Every host has its own queue, ``fleet.<namespace>.host.<name>``; ``route`` is the one routing table. Scheduled
+fires (``fleet schedule run``, Celery beat) go to the control queue, ``fleet.<namespace>.control``, which the
+coordinator service (``fleet schedule service``) consumes itself: no Celery worker runs that task.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from celery import Celery
 
 from harness.settings import Settings, redact
 
-__all__ = ["app", "configure", "current_settings", "queue_for", "route", "TASK_RUN_ATTEMPT", "TASKS", "redact"]
+__all__ = ["app", "configure", "control_queue", "current_settings", "queue_for", "route", "TASK_FIRE_SCHEDULE",
+           "TASK_RUN_ATTEMPT", "TASKS", "redact"]
 
 TASK_RUN_ATTEMPT = "fleet.run_attempt"
 TASKS = (TASK_RUN_ATTEMPT,)
+TASK_FIRE_SCHEDULE = "fleet.fire_schedule"
+"""Sent by beat, read by the coordinator service from the control queue (harness/schedule/service.py)."""
 
 _settings: Settings | None = None
 
@@ -33,8 +38,14 @@ def queue_for(host: str, namespace: str = "") -> str:
     return f"fleet.{namespace}.host.{host}" if namespace else f"fleet.host.{host}"
 
 
+def control_queue(namespace: str = "") -> str:
+    return f"fleet.{namespace}.control" if namespace else "fleet.control"
+
+
 def route(name: str, args: tuple, kwargs: dict, options: dict, task=None, **kw) -> dict | None:  # noqa: ANN001
-    """The routing table: an attempt goes to its host's queue."""
+    """The routing table: an attempt goes to its host's queue, a schedule's fire to the control queue."""
+    if name == TASK_FIRE_SCHEDULE:
+        return {"queue": control_queue(kwargs.get("namespace", ""))}
     if name == TASK_RUN_ATTEMPT:
         request = args[0] if args else kwargs["request"]
         return {"queue": queue_for(request["host"]["name"], request.get("namespace", ""))}

@@ -1,0 +1,90 @@
+"""``fleet schedule run``: Celery beat firing each schedule.
+
+Beat only sends: each fire is one ``fleet.fire_schedule`` message on the control queue (workers/app.py routes it),
+carrying the schedule's definition and the fire time. The coordinator service consumes it and runs the sweep, so
+restarting beat loses no sweep, and a fire sent while the service is down waits in Redis until it starts.
+
+Beat keeps each schedule's last fire time in a state file (``--state``, default ``<runs>/.schedules/beat-state``):
+a night missed while beat was down fires once when it starts again, as Celery's persistent scheduler does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from celery.beat import PersistentScheduler
+from celery.schedules import crontab, schedule as every
+
+from harness.schedule.config import ScheduleFile, cron_fields
+from harness.settings import Settings
+
+__all__ = ["zoned_crontab", "beat_schedule", "run_beat", "FiringScheduler"]
+
+
+class zoned_crontab(crontab):  # noqa: N801 - named like celery's own schedule classes
+    """A crontab read in its own IANA zone, whatever the beat process's zone (celery's reads the app's)."""
+
+    def __init__(self, zone: str, minute: str, hour: str, day_of_month: str, month_of_year: str,
+                 day_of_week: str) -> None:
+        super().__init__(minute=minute, hour=hour, day_of_week=day_of_week, day_of_month=day_of_month,
+                         month_of_year=month_of_year)
+        self.zone = zone
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.zone)
+
+    def __reduce__(self) -> Any:
+        # Beat pickles entries into its state file: the zone must come back with them.
+        return (zoned_crontab, (self.zone, self._orig_minute, self._orig_hour, self._orig_day_of_month,
+                                self._orig_month_of_year, self._orig_day_of_week))
+
+    def remaining_delta_from(self, now: datetime) -> timedelta:
+        """From ``now`` to the next fire after it."""
+        start, delta, _ = self.remaining_delta(now)
+        return (start + delta) - now
+
+
+class FiringScheduler(PersistentScheduler):
+    """Celery's persistent scheduler, stamping each fire with its time (the service logs and reports it)."""
+
+    def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        kwargs = {**(kwargs or {}), "fired_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        return super().send_task(name, args, kwargs, **options)
+
+
+def beat_schedule(file: ScheduleFile, namespace: str) -> dict[str, dict[str, Any]]:
+    """Celery's beat_schedule for the file: one entry per schedule, sending its definition."""
+    from workers.app import TASK_FIRE_SCHEDULE
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, s in file.schedules.items():
+        when: Any = (every(timedelta(seconds=s.every_s)) if s.every_s is not None
+                     else zoned_crontab(s.timezone, *cron_fields(s.cron)))
+        out[f"fleet.schedule.{name}"] = {
+            "task": TASK_FIRE_SCHEDULE, "schedule": when, "args": (),
+            "kwargs": {"schedule": s.model_dump(mode="json"), "namespace": namespace, "file": file.path},
+        }
+    return out
+
+
+def run_beat(file: ScheduleFile, settings: Settings, state: Path, loglevel: str = "INFO") -> None:
+    """Run beat in this process until it is stopped (SIGTERM, Ctrl-C)."""
+    from celery.apps.beat import Beat
+
+    from workers.app import configure
+
+    app = configure(settings)
+    shortest = min((s.every_s for s in file.schedules.values() if s.every_s is not None), default=None)
+    app.conf.update(
+        beat_schedule=beat_schedule(file, settings.namespace),
+        # Beat sleeps until the next fire, at most this long; the test-only every_s needs a short nap.
+        beat_max_interval=min(60.0, shortest / 2) if shortest else 60.0,
+        timezone="UTC",
+        enable_utc=True,
+    )
+    state.parent.mkdir(parents=True, exist_ok=True)
+    Beat(app=app, schedule=str(state), scheduler=FiringScheduler, loglevel=loglevel, quiet=True).run()

@@ -1,0 +1,184 @@
+"""``schedules.toml``: the sweeps that run themselves (docs/schedules.md documents every key).
+
+A schedule names when (a cron expression read in an IANA time zone), what (inventory, hosts, items or round,
+agents, repeat, label), what a late night does (``on_late``: skip or queue) and what follows each sweep (report,
+compare with the previous sweep of the label, notify). Relative paths are read from the schedules file's folder,
+so the file means the same thing whichever directory beat and the service start in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.errors import ScheduleError
+from harness.tomlfile import FieldProblem, read_toml, validate
+
+__all__ = ["SCHEDULES_SCHEMA_VERSION", "After", "Notify", "Schedule", "ScheduleFile", "load_schedules", "cron_fields",
+           "next_fire"]
+
+SCHEDULES_SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class After(_Strict):
+    """What follows each sweep of the schedule."""
+
+    report: bool = Field(True, description="Write REPORT.md, junit.xml and results.json into the sweep's folder.")
+    compare: bool = Field(True, description="Compare with the previous sweep of the same label (needs a label).")
+
+
+class Notify(_Strict):
+    """Where the summary of each sweep goes: a webhook (JSON POST) and/or a command (JSON on stdin)."""
+
+    webhook: str = Field("", description="http(s) URL the summary is POSTed to as JSON.")
+    command: list[str] = Field(default_factory=list,
+                               description="argv of a program run with the summary on stdin (no shell).")
+    retries: int = Field(3, ge=0, le=20, description="Tries after the first when a notification fails.")
+    backoff_s: float = Field(5.0, gt=0, le=3600, description="Wait before the first retry; doubled before each next.")
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="How long one try may take.")
+
+    @field_validator("webhook")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http:// or https:// URL")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, v: list[str]) -> list[str]:
+        if v and not v[0]:
+            raise ValueError("the program (first element) is empty")
+        return v
+
+
+def cron_fields(expr: str) -> tuple[str, str, str, str, str]:
+    """The five fields of a cron expression (minute hour day-of-month month day-of-week), each checked."""
+    from celery.schedules import crontab
+
+    parts = expr.split()
+    if len(parts) != 5:
+        raise ValueError(f"{expr!r}: a cron expression has 5 fields (minute hour day-of-month month day-of-week), "
+                         f"not {len(parts)}")
+    minute, hour, dom, month, dow = parts
+    try:
+        crontab(minute=minute, hour=hour, day_of_month=dom, month_of_year=month, day_of_week=dow)
+    except Exception as exc:  # noqa: BLE001 - celery's parser raises ValueError or its own ParseException
+        raise ValueError(f"{expr!r}: not a valid cron expression ({exc})") from None
+    return minute, hour, dom, month, dow
+
+
+class Schedule(_Strict):
+    """One schedule: when, what, and what follows."""
+
+    name: str = Field("", description="The schedule's name: its table's key (filled in on load).")
+    cron: str = Field("", description="Cron expression, minute hour day-of-month month day-of-week.")
+    timezone: str = Field("UTC", description="IANA time zone the cron expression is read in, e.g. Europe/Berlin.")
+    every_s: float | None = Field(None, gt=0, description="For tests only: fire every N seconds instead of cron.")
+    inventory: str = Field(description="Inventory TOML (relative to the schedules file's folder).")
+    prompts: str = Field("", description="Prompts directory (default: the bundled prompts/).")
+    hosts: list[str] | None = Field(None, description="Host names (default: every host of the inventory).")
+    items: list[str] | None = Field(None, description="Open prompts by number or id.")
+    round: str | None = Field(None, description="A qualification round's name (prompts/rounds/NAME.toml).")
+    agents: list[str] | None = Field(None, description="Agents, each a dimension of the matrix (default: each host's first).")
+    repeat: int = Field(1, ge=1, le=1000, description="Repetitions of every cell.")
+    label: str = Field("", description="The sweeps' label; `compare` compares with the previous sweep of it.")
+    max_attempts: int | None = Field(None, ge=1, le=100, description="Attempts per cell on harness failures.")
+    on_late: Literal["skip", "queue"] = Field(
+        "skip", description="A fire while this schedule's previous sweep still runs: skip it, or run it after.")
+    after: After = Field(default_factory=After)
+    notify: Notify = Field(default_factory=Notify)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v!r} is not a known IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)") from None
+        return v
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        if v:
+            cron_fields(v)
+        return v
+
+    @field_validator("hosts", "items", "agents")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or any(not n.strip() for n in v)):
+            raise ValueError("an empty list or an empty name; leave the key out to mean all")
+        return v
+
+    @model_validator(mode="after")
+    def _when(self) -> "Schedule":
+        if bool(self.cron) == (self.every_s is not None):
+            raise FieldProblem("cron", "give exactly one of cron (a cron expression) and every_s (tests only)")
+        if self.after.compare and not self.label:
+            raise FieldProblem("label", "after.compare compares with the previous sweep of the label: give a label, "
+                               "or set after.compare = false")
+        return self
+
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def when(self) -> str:
+        """How the schedule fires, in words for `fleet schedule list` and the logs."""
+        return f"every {self.every_s:g} s" if self.every_s is not None else f"{self.cron} ({self.timezone})"
+
+
+class ScheduleFile(_Strict):
+    schema_version: Literal[1] = Field(description="Version of this file's format.")
+    schedules: dict[str, Schedule] = Field(description="The schedules, by name.")
+    path: str = Field("", description="The file this was read from (filled in on load).")
+
+    @field_validator("schedules")
+    @classmethod
+    def _some(cls, v: dict[str, Schedule]) -> dict[str, Schedule]:
+        if not v:
+            raise ValueError("no schedule: add a [schedules.NAME] table")
+        for name in v:
+            if not name or not all(c.isalnum() or c in "-_." for c in name):
+                raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.'")
+        return v
+
+
+def load_schedules(path: str | Path) -> ScheduleFile:
+    """Read and check a schedules file; paths in it become absolute (relative to the file's folder)."""
+    file = Path(path)
+    data = read_toml(file, ScheduleError)
+    if "path" in data:
+        raise ScheduleError(str(file), "path", "unknown key")
+    for name, table in (data.get("schedules") or {}).items():
+        if isinstance(table, dict) and "name" in table:
+            raise ScheduleError(str(file), f"schedules.{name}.name", "unknown key (the table's key is the name)")
+    parsed = validate(ScheduleFile, data, str(file), ScheduleError)
+    base = file.resolve().parent
+    for name, s in parsed.schedules.items():
+        s.name = name
+        s.inventory = str((base / s.inventory).resolve())
+        if s.prompts:
+            s.prompts = str((base / s.prompts).resolve())
+    parsed.path = str(file)
+    return parsed
+
+
+def next_fire(schedule: Schedule, now: datetime | None = None) -> datetime:
+    """When the schedule fires next after ``now`` (aware, in the schedule's zone)."""
+    now = (now or datetime.now(timezone.utc)).astimezone(schedule.zone())
+    if schedule.every_s is not None:
+        return now + timedelta(seconds=schedule.every_s)
+    from harness.schedule.beat import zoned_crontab
+
+    c = zoned_crontab(schedule.timezone, *cron_fields(schedule.cron))
+    return (now + c.remaining_delta_from(now)).astimezone(schedule.zone())
