@@ -191,6 +191,7 @@ def _finish(sweep, store, as_json: bool) -> None:
                     "grade": last.grade if last else "",
                     "failure": last.failure if last else "",
                     "label": label(last, live)[0],  # what the table shows (the receipt's outcome is in grade.json)
+                    "rerun": sweep.rerun_of(c.id) is not None,
                 }
             )
         json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
@@ -244,14 +245,18 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 
 
 @cli.command()
-@click.argument("host")
-@click.argument("item")
+@click.argument("host", required=False)
+@click.argument("item", required=False)
 @click.option("--sweep", "sweep_id", required=True, help="The sweep id.")
-@click.option("--agent", default=None, help="Which agent's cell, when the sweep has several.")
-@click.option("--rep", type=int, default=None, help="Which repetition, when the sweep has several.")
+@click.option("--host", "host_opt", default=None, metavar="H",
+              help="Rerun every cell of this host (instead of HOST ITEM), e.g. after its model or driver was fixed.")
+@click.option("--items", default=None, help="With --host: only these items (ids or numbers), e.g. 07,09.")
+@click.option("--agents", default=None, help="With --host: only these agents' cells, e.g. builtin,openclaw.")
+@click.option("--agent", default=None, help="With HOST ITEM: which agent's cell, when the sweep has several.")
+@click.option("--rep", type=int, default=None, help="With HOST ITEM: which repetition, when the sweep has several.")
 @click.option("--inventory", "-i", default=None,
               help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
-@_max_attempts("Attempts for this cell when the harness fails.")
+@_max_attempts("Attempts for each cell when the harness fails.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True)
@@ -259,17 +264,56 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_broker
 @common_verbose
 @common_log_file
-def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker, verbose, log_file) -> None:
-    """Add a new attempt of one cell of a sweep (earlier attempts are kept), with the sweep's recorded inventory.
+def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, max_attempts, fail_on, as_json, runs,
+          broker, verbose, log_file) -> None:
+    """Run cells of a sweep again as new attempts (earlier attempts are kept), with the sweep's recorded
+    inventory: one cell (HOST ITEM), or every cell of one host (--host H, narrowed by --items and --agents).
+    The table, report and compare then use each cell's latest attempt and say it was rerun.
 
-    Exit status as for `fleet sweep`, over this cell."""
+    Examples: `fleet rerun tower1 07 --sweep ID`; `fleet rerun --sweep ID --host tower2 --agents openclaw`.
+
+    Exit status as for `fleet sweep`, over the cells rerun."""
     from harness.store import Store
 
     gate = _fail_on(fail_on)
+    if host_opt is not None:
+        if host is not None:
+            raise UsageError("give HOST ITEM (one cell) or --host H (every cell of a host), not both")
+        for flag, value in (("--agent", agent), ("--rep", rep)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with HOST ITEM; with --host use --items and --agents")
+        chosen_items, chosen_agents = _listed("--items", items), _listed("--agents", agents)
+    else:
+        for flag, value in (("--items", items), ("--agents", agents)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with --host H (every cell of a host); one cell is HOST ITEM")
+        if host is None or item is None:
+            raise UsageError("name one cell (HOST ITEM) or a host (--host H)")
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
-    inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
+    rec = Store(settings.runs).load_sweep(sweep_id)
+    if host_opt is not None:
+        from harness.coordinator import host_cells
+
+        cells = host_cells(rec, host_opt, chosen_items, chosen_agents)  # bad names are said before anything runs
+        inv = _inventory_for(rec, inventory)
+        ids = {c.id for c in cells}
+        _coordinate(settings, lambda co: co.rerun_host(sweep_id, inv, host_opt, chosen_items, chosen_agents),
+                    lambda result: [c for c in result.cells if c.id in ids], gate=gate, as_json=as_json,
+                    verbose=verbose)
+        return
+    inv = _inventory_for(rec, inventory)
     _coordinate(settings, lambda co: co.rerun(sweep_id, inv, host, item, agent, rep),
                 lambda result: [result.one_cell(host, item, agent, rep)], gate=gate, as_json=as_json, verbose=verbose)
+
+
+def _listed(flag: str, value: str | None) -> list[str] | None:
+    """A comma-separated option's names; given but naming nothing (``--items ""``, ``--items ,``) is refused."""
+    if value is None:
+        return None
+    names = _csv(value)
+    if not names:
+        raise UsageError(f"{flag} {value!r}: names nothing")
+    return names
 
 
 @cli.command()
