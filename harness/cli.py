@@ -943,6 +943,67 @@ def hosts_prepare(inventory, names) -> None:
         sys.exit(1)
 
 
+@hosts.command("clean")
+@common_inventory
+@click.option("--hosts", "names", help="Comma-separated host names (default: all).")
+@click.option("--keep-attempts-days", "keep_days", type=click.FloatRange(min=0), default=14.0, show_default=True,
+              metavar="D", help="Remove attempt folders untouched for D days (0: every one that is not running).")
+@click.option("--dry-run", "dry_run", is_flag=True, help="List what would be removed, and remove nothing.")
+def hosts_clean(inventory, names, keep_days, dry_run) -> None:
+    """Remove old harness releases (every one but this harness's, one being installed or in use) and attempt
+    folders older than D days (never one whose attempt is running) from each host's work dir (docs/retention.md).
+
+    Example: `fleet hosts clean -i fleet.toml --hosts tower1,tower2 --keep-attempts-days 7 --dry-run`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.errors import InfrastructureError
+    from harness.hostclean import clean_host
+    from harness.inventory import load_inventory
+    from workers.install import source_release
+    from workers.transport import connect_for
+
+    inv = load_inventory(inventory)
+    chosen = inv.select(_listed("--hosts", names) if names is not None else None)
+    release = source_release().id
+
+    def clean(host):
+        t = connect_for(host)
+        try:
+            return host.name, clean_host(t, host, release, keep_days, dry_run), ""
+        except InfrastructureError as exc:
+            return host.name, None, str(exc)
+        finally:
+            t.close()
+
+    with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
+        results = list(pool.map(clean, chosen))
+    verb = "would remove" if dry_run else "removed"
+
+    def say(text: str) -> None:
+        console.print(one_line(text), markup=False, soft_wrap=True)
+
+    for name, report, error in results:
+        if report is None:
+            say(f"{name}: FAILED {error}")
+            continue
+        for r in report.releases:
+            say(f"{name}: {verb} release {r.path} ({_size(r.size)})")
+        for r in report.attempts:
+            say(f"{name}: {verb} attempt folder {r.path} ({_size(r.size)})")
+        for path, why in report.kept:
+            say(f"{name}: kept {path}: {why}")
+        for note in report.notes:
+            say(f"{name}: {note}")
+        if report.trash:
+            say(f"{name}: finished an interrupted clean: {_size(report.trash)}")
+        total = (f"{len(report.releases)} release(s) and {len(report.attempts)} attempt folder(s), "
+                 f"{_size(report.freed)}")
+        say(f"{name}: would free {total} (dry run: nothing removed)" if dry_run else f"{name}: cleaned {total} freed")
+    console.print(f"current release {release}", markup=False)
+    if any(report is None for _, report, _ in results):
+        sys.exit(1)
+
+
 def main(argv: list[str] | None = None) -> Any:
     from harness.stopping import stop_signals
 
