@@ -94,7 +94,7 @@ def clean(req):
     keep_release = req["keep_release"]
     cutoff_s = float(req["keep_attempts_days"]) * 86400
     now = time.time()
-    answer = {"releases": [], "attempts": [], "kept": [], "notes": [], "trash": 0}
+    answer = {"releases": [], "attempts": [], "kept": [], "notes": [], "trash": 0}  # type: dict
     if not os.path.isdir(workdir) or os.path.islink(workdir):
         answer["notes"].append("%s: no work dir (nothing to clean)" % workdir)
         return answer
