@@ -142,12 +142,21 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
                 result.kept_running.append(rec.id)
                 continue
             size = tree_size(store.sweep_dir(rec.id))
-            if dry_run or _remove(store, rec.id):
+            try:
+                gone = dry_run or _remove(store, rec.id)
+            except _LeftAlone as exc:
+                result.skipped.append(str(exc))
+                continue
+            if gone:
                 result.removed.append(Pruned(rec.id, rec.label, rec.created_at, size))
             else:
                 result.kept_running.append(rec.id)
     result.removed.sort(key=lambda p: (p.created_at, p.id))  # said oldest first
     return result
+
+
+class _LeftAlone(Exception):
+    """A sweep prune cannot safely lock: said, and left where it is."""
 
 
 class _Held:
@@ -180,9 +189,10 @@ def _remove(store: Store, sweep_id: str) -> bool:
     index rows, delete it. False when a writer holds it (it is left alone)."""
     folder = store.sweep_dir(sweep_id)
     try:
+        # Never through a link (O_NOFOLLOW): a crafted .lock must not make prune lock, or create, a file elsewhere.
         fd = os.open(folder / ".lock", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
-        raise StoreError(f"cannot open {folder / '.lock'}: {exc.strerror or exc}") from exc
+        raise _LeftAlone(f"{sweep_id}: cannot take its lock {folder / '.lock'} ({exc.strerror or exc}): left alone") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

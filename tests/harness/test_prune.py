@@ -194,3 +194,17 @@ def test_parse_age():
     assert parse_age("30d").total_seconds() == 30 * 86400 and parse_age("12h").total_seconds() == 43200
     with pytest.raises(UsageError):
         parse_age("-3d")
+
+
+def test_a_sweep_whose_lock_is_a_link_is_left_alone_and_its_target_untouched(tmp_path):
+    store = _store(tmp_path, 2)
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not yours")
+    lock = store.sweep_dir("20261101-020000-nightly") / ".lock"
+    lock.unlink()
+    lock.symlink_to(target)
+    r = run_fleet("prune", "--keep", "0", "--runs", str(store.root), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "20261101-020000-nightly: cannot take its lock" in r.stderr and "left alone" in r.stderr
+    assert store.list_sweeps() == ["20261101-020000-nightly"] and target.read_text() == "not yours"
+    assert r.stdout.splitlines()[-1].startswith("pruned 1 sweep(s)")
