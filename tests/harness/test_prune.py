@@ -208,3 +208,31 @@ def test_a_sweep_whose_lock_is_a_link_is_left_alone_and_its_target_untouched(tmp
     assert "20261101-020000-nightly: cannot take its lock" in r.stderr and "left alone" in r.stderr
     assert store.list_sweeps() == ["20261101-020000-nightly"] and target.read_text() == "not yours"
     assert r.stdout.splitlines()[-1].startswith("pruned 1 sweep(s)")
+
+
+def test_a_writer_that_waited_for_a_pruned_sweep_writes_nothing(tmp_path):
+    # The prune holds the sweep's lock while it renames it away; a writer waiting for that lock then finds its
+    # lock file moved with the folder, and must not recreate the sweep as a half folder of the same name.
+    store = _store(tmp_path, 1)
+    sweep_id = "20261101-020000-nightly"
+    folder = store.sweep_dir(sweep_id)
+    fd = os.open(folder / ".lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    errors: list[str] = []
+
+    def write() -> None:
+        try:
+            with store.writer(sweep_id):
+                pass
+        except UsageError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=write)
+    t.start()
+    time.sleep(0.3)
+    (store.root / TRASH).mkdir()
+    os.rename(folder, store.root / TRASH / f"{sweep_id}~x")
+    os.close(fd)
+    t.join()
+    assert errors == [f"sweep {sweep_id} was removed (fleet prune) while this waited to write it"]
+    assert not folder.exists() or not (folder / "sweep.json").exists()
