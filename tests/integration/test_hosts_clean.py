@@ -173,3 +173,50 @@ def test_two_cleans_at_once_remove_each_folder_once(tmp_path):
     assert text.count(f"removed attempt folder {p['attempt-1']} ") == 1, text
     assert text.count(f"removed release {p['0ldc0mmit']} ") == 1, text
     assert not p["attempt-1"].exists() and p["attempt-2"].is_dir()
+
+
+def test_a_real_running_attempt_keeps_its_folder_and_ends_normally(tmp_path):
+    """A sweep on the embedded default whose agent runs for a while: `hosts clean --keep-attempts-days 0` while it
+    runs finds its delivery in the launcher's registry, keeps its folder, and the attempt ends and is stored."""
+    import json
+
+    from tests.integration.conftest import write_prompts
+    from tests.integration.fleetkit import run_embedded, start_embedded
+
+    work = tmp_path / "work"
+    inv = write_inventory(tmp_path / "inv.toml", [f"""[hosts.here]
+transport = "local"
+workdir = "{work}"
+python = "{sys.executable}"
+model = {{ base_url = "http://127.0.0.1:9/v1", id = "m", context = 4096, max_output = 512 }}
+[hosts.here.agents.cmd]
+kind = "command"
+command = ["sh", "-c", "sleep 12; echo done > out.txt; echo finished"]
+"""])
+    prompts = write_prompts(tmp_path / "prompts", {"01-slow": "take your time\n"})
+    proc = start_embedded(["sweep", "-i", str(inv), "--prompts", str(prompts), "--json"], tmp_path)
+    try:
+        running = work / ".fleet" / "running"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (running.is_dir() and any(running.glob("*.json"))):
+            time.sleep(0.1)
+        (entry,) = running.glob("*.json")
+        root = Path(json.loads(entry.read_text())["root"])
+        assert root.is_dir()
+        r = _fleet(["hosts", "clean", "-i", str(inv), "--keep-attempts-days", "0"], tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"here: kept {root}: its attempt is running" in r.stdout, r.stdout
+        assert "removed attempt folder" not in r.stdout and root.is_dir()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    (cell,) = json.loads(out)["cells"]
+    assert (cell["status"], cell["exit_code"]) == ("finished", 0), cell
+    # Once it ended, the folder is an old attempt like any other.
+    _age(root)
+    after = _fleet(["hosts", "clean", "-i", str(inv)], tmp_path)
+    assert after.returncode == 0 and f"here: removed attempt folder {root} (" in after.stdout, after.stdout
+    assert run_embedded(["status", "--json"], tmp_path).returncode == 0  # the coordinator's store is untouched
