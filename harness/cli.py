@@ -193,6 +193,7 @@ def _finish(sweep, store, as_json: bool) -> None:
                     "failure": last.failure if last else "",
                     "override": last.override if last else "",
                     "label": table_label(last, live)[0],  # what the table shows (the receipt's outcome is in grade.json)
+                    "rerun": sweep.rerun_of(c.id) is not None,
                 }
             )
         json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
@@ -246,14 +247,18 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 
 
 @cli.command()
-@click.argument("host")
-@click.argument("item")
+@click.argument("host", required=False)
+@click.argument("item", required=False)
 @click.option("--sweep", "sweep_id", required=True, help="The sweep id.")
-@click.option("--agent", default=None, help="Which agent's cell, when the sweep has several.")
-@click.option("--rep", type=int, default=None, help="Which repetition, when the sweep has several.")
+@click.option("--host", "host_opt", default=None, metavar="H",
+              help="Rerun every cell of this host (instead of HOST ITEM), e.g. after its model or driver was fixed.")
+@click.option("--items", default=None, help="With --host: only these items (ids or numbers), e.g. 07,09.")
+@click.option("--agents", default=None, help="With --host: only these agents' cells, e.g. builtin,openclaw.")
+@click.option("--agent", default=None, help="With HOST ITEM: which agent's cell, when the sweep has several.")
+@click.option("--rep", type=int, default=None, help="With HOST ITEM: which repetition, when the sweep has several.")
 @click.option("--inventory", "-i", default=None,
               help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
-@_max_attempts("Attempts for this cell when the harness fails.")
+@_max_attempts("Attempts for each cell when the harness fails.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
 @click.option("--json", "as_json", is_flag=True)
@@ -261,17 +266,56 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_broker
 @common_verbose
 @common_log_file
-def rerun(host, item, sweep_id, agent, rep, inventory, max_attempts, fail_on, as_json, runs, broker, verbose, log_file) -> None:
-    """Add a new attempt of one cell of a sweep (earlier attempts are kept), with the sweep's recorded inventory.
+def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, max_attempts, fail_on, as_json, runs,
+          broker, verbose, log_file) -> None:
+    """Run cells of a sweep again as new attempts (earlier attempts are kept), with the sweep's recorded
+    inventory: one cell (HOST ITEM), or every cell of one host (--host H, narrowed by --items and --agents).
+    The table, report and compare then use each cell's latest attempt and say it was rerun.
 
-    Exit status as for `fleet sweep`, over this cell."""
+    Examples: `fleet rerun tower1 07 --sweep ID`; `fleet rerun --sweep ID --host tower2 --agents openclaw`.
+
+    Exit status as for `fleet sweep`, over the cells rerun."""
     from harness.store import Store
 
     gate = _fail_on(fail_on)
+    if host_opt is not None:
+        if host is not None:
+            raise UsageError("give HOST ITEM (one cell) or --host H (every cell of a host), not both")
+        for flag, value in (("--agent", agent), ("--rep", rep)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with HOST ITEM; with --host use --items and --agents")
+        chosen_items, chosen_agents = _listed("--items", items), _listed("--agents", agents)
+    else:
+        for flag, value in (("--items", items), ("--agents", agents)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with --host H (every cell of a host); one cell is HOST ITEM")
+        if host is None or item is None:
+            raise UsageError("name one cell (HOST ITEM) or a host (--host H)")
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
-    inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
+    rec = Store(settings.runs).load_sweep(sweep_id)
+    if host_opt is not None:
+        from harness.coordinator import host_cells
+
+        cells = host_cells(rec, host_opt, chosen_items, chosen_agents)  # bad names are said before anything runs
+        inv = _inventory_for(rec, inventory)
+        ids = {c.id for c in cells}
+        _coordinate(settings, lambda co: co.rerun_host(sweep_id, inv, host_opt, chosen_items, chosen_agents),
+                    lambda result: [c for c in result.cells if c.id in ids], gate=gate, as_json=as_json,
+                    verbose=verbose)
+        return
+    inv = _inventory_for(rec, inventory)
     _coordinate(settings, lambda co: co.rerun(sweep_id, inv, host, item, agent, rep),
                 lambda result: [result.one_cell(host, item, agent, rep)], gate=gate, as_json=as_json, verbose=verbose)
+
+
+def _listed(flag: str, value: str | None) -> list[str] | None:
+    """A comma-separated option's names; given but naming nothing (``--items ""``, ``--items ,``) is refused."""
+    if value is None:
+        return None
+    names = _csv(value)
+    if not names:
+        raise UsageError(f"{flag} {value!r}: names nothing")
+    return names
 
 
 @cli.command()
@@ -678,6 +722,47 @@ def _print_comparison(result, show_all: bool) -> None:
             say(f"  {s.name:<{width}}  {s.baseline.without_failures} -> {s.candidate.without_failures}; {counts}")
 
 
+def _size(n: int) -> str:
+    """Bytes as a person reads them (decimal units, as `df -H` and the issue's "221 MB")."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+@cli.command("prune")
+@click.option("--keep", type=int, default=None, metavar="N", help="Keep the newest N sweeps (of --label), remove the rest.")
+@click.option("--older-than", "older_than", default=None, metavar="AGE",
+              help="Remove the sweeps created longer than AGE ago: 30d, 12h, 90m, 2w (with --keep: both must hold).")
+@click.option("--label", default=None, help="Only the sweeps with this label.")
+@click.option("--dry-run", "dry_run", is_flag=True, help="List what would be removed, and remove nothing.")
+@common_runs
+def prune_(keep, older_than, label, dry_run, runs) -> None:
+    """Remove old sweeps from the results directory (their folders and their index rows), never one that is
+    running; print each one removed and the space freed (docs/retention.md).
+
+    Examples: `fleet prune --keep 30`; `fleet prune --older-than 30d --label nightly --dry-run`."""
+    from harness.retention import parse_age, prune
+
+    if keep is not None and keep < 0:
+        raise UsageError(f"--keep {keep}: must be 0 or more")
+    age = parse_age(older_than) if older_than is not None else None
+    result = prune(_store(runs), keep=keep, older_than=age, label=label, dry_run=dry_run)
+    for line in result.skipped:
+        _warn(one_line(line))
+    verb = "would remove" if dry_run else "removed"
+    for p in result.removed:
+        say = f"{verb} {p.id} (label {p.label or '-'}, created {p.created_at[:16].replace('T', ' ')}, {_size(p.size)})"
+        console.print(one_line(say), markup=False, soft_wrap=True)
+    for sweep_id in result.kept_running:
+        console.print(one_line(f"kept {sweep_id}: it is running (or being written)"), markup=False, soft_wrap=True)
+    if result.finished_trash:
+        console.print(f"finished an interrupted prune: {_size(result.finished_trash)}", markup=False)
+    total = f"{len(result.removed)} sweep(s), {_size(result.freed)}"
+    console.print(f"would prune {total} (dry run: nothing removed)" if dry_run else f"pruned {total} freed",
+                  markup=False, soft_wrap=True)
+
+
 @cli.command("sweeps")
 @click.option("--label", default=None, help="Only the sweeps with this label.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N sweeps (the newest).")
@@ -933,6 +1018,67 @@ def schedule_service(runs, broker, log_file) -> None:
     say = line_logger(settings.log_file)
     say(f"fleet schedule service: {settings.one_line('coordinator')}")
     Service(settings, say=say).serve()
+
+
+@hosts.command("clean")
+@common_inventory
+@click.option("--hosts", "names", help="Comma-separated host names (default: all).")
+@click.option("--keep-attempts-days", "keep_days", type=click.FloatRange(min=0), default=14.0, show_default=True,
+              metavar="D", help="Remove attempt folders untouched for D days (0: every one that is not running).")
+@click.option("--dry-run", "dry_run", is_flag=True, help="List what would be removed, and remove nothing.")
+def hosts_clean(inventory, names, keep_days, dry_run) -> None:
+    """Remove old harness releases (every one but this harness's, one being installed or in use) and attempt
+    folders older than D days (never one whose attempt is running) from each host's work dir (docs/retention.md).
+
+    Example: `fleet hosts clean -i fleet.toml --hosts tower1,tower2 --keep-attempts-days 7 --dry-run`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.errors import InfrastructureError
+    from harness.hostclean import clean_host
+    from harness.inventory import load_inventory
+    from workers.install import source_release
+    from workers.transport import connect_for
+
+    inv = load_inventory(inventory)
+    chosen = inv.select(_listed("--hosts", names) if names is not None else None)
+    release = source_release().id
+
+    def clean(host):
+        t = connect_for(host)
+        try:
+            return host.name, clean_host(t, host, release, keep_days, dry_run), ""
+        except InfrastructureError as exc:
+            return host.name, None, str(exc)
+        finally:
+            t.close()
+
+    with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
+        results = list(pool.map(clean, chosen))
+    verb = "would remove" if dry_run else "removed"
+
+    def say(text: str) -> None:
+        console.print(one_line(text), markup=False, soft_wrap=True)
+
+    for name, report, error in results:
+        if report is None:
+            say(f"{name}: FAILED {error}")
+            continue
+        for r in report.releases:
+            say(f"{name}: {verb} release {r.path} ({_size(r.size)})")
+        for r in report.attempts:
+            say(f"{name}: {verb} attempt folder {r.path} ({_size(r.size)})")
+        for path, why in report.kept:
+            say(f"{name}: kept {path}: {why}")
+        for note in report.notes:
+            say(f"{name}: {note}")
+        if report.trash:
+            say(f"{name}: finished an interrupted clean: {_size(report.trash)}")
+        total = (f"{len(report.releases)} release(s) and {len(report.attempts)} attempt folder(s), "
+                 f"{_size(report.freed)}")
+        say(f"{name}: would free {total} (dry run: nothing removed)" if dry_run else f"{name}: cleaned {total} freed")
+    console.print(f"current release {release}", markup=False)
+    if any(report is None for _, report, _ in results):
+        sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> Any:

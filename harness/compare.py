@@ -75,11 +75,14 @@ class RepGrade(_Model):
                            "automatic grade.")
     automatic: str = Field(default="", description="With an override: what the table would show without it (the "
                            "automatic grade, HARNESS_FAILURE(code), ...); else ''.")
+    rerun: bool = Field(default=False, description="The grade is the cell's latest attempt from `fleet rerun`, not "
+                        "the sweep's own first run.")
 
     @property
     def shown(self) -> str:
         """The grade as the terminal prints it: ``DELIVERED (override of PARTIAL)`` for a reviewer's grade."""
-        return f"{self.grade} (override of {self.automatic})" if self.override else self.grade
+        shown = f"{self.grade} (override of {self.automatic})" if self.override else self.grade
+        return shown + (" (rerun)" if self.rerun else "")
 
 
 class Side(_Model):
@@ -98,7 +101,9 @@ class Side(_Model):
         if len(self.reps) == 1:
             return self.reps[0].shown
         overrides = sum(r.override for r in self.reps)
-        return f"{self.state} {self.passes}/{self.k}" + (f" ({overrides} by override)" if overrides else "")
+        reruns = sum(r.rerun for r in self.reps)
+        return (f"{self.state} {self.passes}/{self.k}" + (f" ({overrides} by override)" if overrides else "")
+                + (f" ({reruns} rerun)" if reruns else ""))
 
 
 class CompareRow(_Model):
@@ -201,7 +206,8 @@ def _sides(sweep: SweepRecord) -> dict[tuple[str, str, str], Side]:
         overridden = a is not None and a.status != "dispatched" and bool(a.override)
         automatic = label(a.model_copy(update={"override": ""}))[0] if a is not None and overridden else ""
         reps[(c.host, c.item, c.agent)].append(RepGrade(rep=c.rep, grade=text, measured=measured, passed=passed,
-                                                        override=overridden, automatic=automatic))
+                                                        override=overridden, automatic=automatic,
+                                                        rerun=sweep.rerun_of(c.id) is not None))
     sides = {}
     for key, rs in reps.items():
         k = sum(r.measured for r in rs)

@@ -21,13 +21,13 @@ from harness.errors import DiskFull, DispatchError, FleetError, SweepInterrupted
 from harness.failures import classify
 from harness.inventory import Inventory
 from harness.outage import Outage
-from harness.records import AttemptSummary, Cell, SweepRecord
+from harness.records import AttemptSummary, Cell, RerunRecord, SweepRecord, utc_now
 from harness.settings import Settings, redact
 from harness.stopping import Stopped
 from harness.store import Store, SweepWriter
 from workers.app import configure, queue_for
 
-__all__ = ["Coordinator", "summary_failure", "budget_used", "NOT_COUNTED"]
+__all__ = ["Coordinator", "summary_failure", "budget_used", "host_cells", "NOT_COUNTED"]
 
 NOT_COUNTED = frozenset({"revoked", "abandoned"})
 """Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them."""
@@ -41,6 +41,26 @@ def summary_failure(a: AttemptSummary):
 def budget_used(runs: list[AttemptSummary]) -> int:
     """How many of a cell's attempts were harness failures that count against its retry budget."""
     return sum(1 for a in runs if (f := summary_failure(a)) is not None and f.reason not in NOT_COUNTED)
+
+
+def host_cells(sweep: SweepRecord, host: str, items: list[str] | None = None,
+               agents: list[str] | None = None) -> list[Cell]:
+    """The cells of ``host`` in ``sweep``, only those of ``items`` (ids or open-prompt numbers) and ``agents`` when
+    given. A host, item or agent the sweep does not have is the user's error, in one line naming what it has."""
+    hosts = sorted({c.host for c in sweep.cells})
+    if host not in hosts:
+        raise UsageError(f"--host {host!r}: sweep {sweep.id} has no such host (hosts: {', '.join(hosts)})")
+    mine = [c for c in sweep.cells if c.host == host]
+    for name in items or []:
+        if not any(name in (c.item, sweep.items[c.item].number) for c in mine):
+            known = ", ".join(sorted({c.item for c in mine}))
+            raise UsageError(f"--items {name!r}: sweep {sweep.id} has no such item on host {host} (items: {known})")
+    for name in agents or []:
+        if not any(c.agent == name for c in mine):
+            known = ", ".join(sorted({c.agent for c in mine}))
+            raise UsageError(f"--agents {name!r}: sweep {sweep.id} has no such agent on host {host} (agents: {known})")
+    return [c for c in mine if (not items or any(n in (c.item, sweep.items[c.item].number) for n in items))
+            and (not agents or c.agent in agents)]
 
 
 @dataclass
@@ -70,11 +90,27 @@ class Coordinator:
         """Add a new attempt to one cell (with its own retry budget: the user asked for it)."""
         sweep = self.store.load_sweep(sweep_id)
         cell = sweep.one_cell(host, item, agent, rep)
+        return self._rerun(sweep, inventory, host, [cell])
+
+    def rerun_host(self, sweep_id: str, inventory: Inventory, host: str, items: list[str] | None = None,
+                   agents: list[str] | None = None) -> SweepRecord:
+        """Add a new attempt to every cell of one host (or those of the named items and agents), e.g. after its
+        model or driver was fixed; each cell gets its own retry budget, as a one-cell rerun does."""
+        sweep = self.store.load_sweep(sweep_id)
+        return self._rerun(sweep, inventory, host, host_cells(sweep, host, items, agents))
+
+    def _rerun(self, sweep: SweepRecord, inventory: Inventory, host: str, cells: list[Cell]) -> SweepRecord:
         self._check_inventory(sweep, inventory)
 
         def plan(w: SweepWriter) -> list[Planned]:
-            k = self._next_attempt(sweep, cell)
-            return [Planned(cell, k, k + self.retry.max_attempts - 1)]
+            planned = []
+            for cell in cells:
+                k = self._next_attempt(sweep, cell)
+                planned.append(Planned(cell, k, k + self.retry.max_attempts - 1))
+            # In the snapshot written before anything is sent: the table, report and compare say the cells'
+            # latest attempts came from a rerun, and which attempt it began with.
+            sweep.reruns.append(RerunRecord(at=utc_now(), host=host, cells={p.cell.id: p.attempt for p in planned}))
+            return planned
 
         return self._run(sweep, inventory, plan)
 

@@ -93,6 +93,8 @@ def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
         text, style = table_label(sweep.last(c.id), live)
         n = len(sweep.attempts.get(c.id) or [])
         suffix = f" ×{n}" if n > 1 else ""
+        # A cell whose latest attempt came from `fleet rerun` says so: its result is newer than the sweep's.
+        suffix += " (rerun)" if sweep.rerun_of(c.id) is not None else ""
         cells[runner][c.item].append(f"[{style}]{text}{suffix}[/]")
     runners = list(cells)
     runner_title = "host" if len(agents) == 1 else "host / agent"

@@ -41,6 +41,7 @@ __all__ = [
     "read_meta",
     "SweepRecord",
     "HostSummary",
+    "RerunRecord",
     "utc_now",
     "sha256_hex",
 ]
@@ -394,6 +395,15 @@ class HostSummary(_Record):
         )
 
 
+class RerunRecord(_Record):
+    """One `fleet rerun` of a sweep: which cells it ran again, from which attempt number on."""
+
+    at: str = Field(description="When the rerun was planned (UTC, ISO 8601).")
+    host: str = Field(description="The host whose cells were run again.")
+    cells: dict[str, int] = Field(description="cell id -> the first attempt number this rerun gave it (earlier "
+                                  "attempts are kept; the cell's latest attempt is the one that counts).")
+
+
 class SweepRecord(_Record):
     """sweep.json: the plan, every attempt's summary, and the sweep's state."""
 
@@ -416,6 +426,8 @@ class SweepRecord(_Record):
     items: dict[str, Item]
     cells: list[Cell]
     attempts: dict[str, list[AttemptSummary]] = Field(default_factory=dict, description="cell id -> attempts.")
+    reruns: list[RerunRecord] = Field(default_factory=list, description="Every `fleet rerun` of this sweep, oldest "
+                                      "first (sweeps recorded before it, or never rerun: []).")
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -446,3 +458,13 @@ class SweepRecord(_Record):
     def last(self, cell_id: str) -> AttemptSummary | None:
         runs = self.attempts.get(cell_id) or []
         return runs[-1] if runs else None
+
+    def rerun_of(self, cell_id: str) -> RerunRecord | None:
+        """The latest rerun that gave the cell its latest attempt (None: the cell's result is from the sweep
+        itself, or a rerun was planned but sent nothing)."""
+        last = self.last(cell_id)
+        for r in reversed(self.reruns):
+            first = r.cells.get(cell_id)
+            if first is not None and last is not None and last.attempt >= first:
+                return r
+        return None

@@ -70,6 +70,8 @@ class CellRow(BaseModel):
     error: str = Field(description="The last attempt's error text (meta.json).")
     host_facts: dict[str, str] = Field(description="What the host reported (meta.json of a sweep attempt).")
     path: str = Field(description="The last attempt's folder, relative to the results directory.")
+    rerun: str = Field(default="", description="When the last attempt came from `fleet rerun`: when that rerun was "
+                       "planned (UTC); '' when it is the sweep's own.")
 
     @property
     def overridden(self) -> bool:
@@ -103,6 +105,7 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
             checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
             duration_s=meta.duration_s if isinstance(meta, AttemptMeta) else 0.0, error=meta.error if meta else "",
             host_facts=meta.host_facts if isinstance(meta, AttemptMeta) else {}, path=str(folder.relative_to(store.root)) if folder else "",
+            rerun=(r.at if (r := sweep.rerun_of(c.id)) is not None else ""),
         ))
     return rows
 
@@ -171,11 +174,12 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     items = list(sweep.items)
     out = [f"# Sweep {sweep.id}", "", f"- status: {sweep.status}; created {sweep.created_at}; harness {sweep.harness_commit}",
            f"- cells: {len(rows)}; grades: " + ", ".join(f"{g} {n}" for g, n in Counter(r.grade or 'pending' for r in rows).most_common()),
+           f"- rerun: {sum(1 for r in rows if r.rerun)} cell(s) (their latest attempt, from `fleet rerun`, counts; see Reruns)",
            "", "## Matrix", "", "| host / agent | " + " | ".join(items) + " |", "|---" * (len(items) + 1) + "|"]
     by_row: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by_row[f"{r.host} / {r.agent}"][r.item].append(f"{r.grade} (override)" if r.overridden
-                                                       else r.grade or r.status)
+        shown = f"{r.grade} (override)" if r.overridden else r.grade or r.status
+        by_row[f"{r.host} / {r.agent}"][r.item].append(shown + (" (rerun)" if r.rerun else ""))
     for row, cells in by_row.items():
         out.append(f"| {row} | " + " | ".join(" ".join(cells.get(i, ["-"])) for i in items) + " |")
     for key in ("host", "item"):
@@ -210,6 +214,13 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     out += ["", "## Overrides", "", "A reviewer's grade counts in place of the automatic one, which is kept.", ""]
     out += [f"- {r.cell}: {shown_as(r)}" + (f" ({r.override.at})" if r.override else "")
             for r in rows if r.overridden] or ["- none"]
+    out += ["", "## Reruns", "", "Cells run again by `fleet rerun`; earlier attempts are kept, the latest counts.", ""]
+    for rerun in sweep.reruns:
+        counted = [cid for cid in rerun.cells if sweep.rerun_of(cid) is rerun]
+        out.append(f"- {rerun.at}, host {rerun.host}: {len(rerun.cells)} cell(s) run again"
+                   + (f"; counted: {', '.join(counted)}" if counted else "; none of them counts any more (rerun since, or nothing sent)"))
+    if not sweep.reruns:
+        out.append("- none")
     return "\n".join(out) + "\n"
 
 

@@ -440,6 +440,16 @@ class Store:
                     lock.close()
                     raise UsageError(f"sweep {sweep_id} is being written by another fleet process") from None
                 time.sleep(0.05)
+        try:
+            # `fleet prune` renames a sweep away while it holds this lock: a writer that waited for it must not
+            # write a half sweep into a new folder of the same name.
+            same = os.stat(d / ".lock", follow_symlinks=False).st_ino == os.fstat(lock.fileno()).st_ino
+        except OSError:
+            same = False
+        if not same:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+            raise UsageError(f"sweep {sweep_id} was removed (fleet prune) while this waited to write it") from None
         w = SweepWriter(self, sweep_id)
         try:
             yield w

@@ -235,7 +235,7 @@ def test_without_a_threshold_regressions_exit_0(tmp_path: Path) -> None:
     assert [(r["item"], r["change"]) for r in data["rows"]] == [
         ("01-item", "regressed"), ("02-item", "regressed"), ("03-item", "improved"), ("04-item", "unchanged")]
     assert data["rows"][0]["baseline"]["reps"] == [{"rep": 1, "grade": "DELIVERED", "measured": True, "passed": True,
-                                                  "override": False, "automatic": ""}]
+                                                  "override": False, "automatic": "", "rerun": False}]
     assert data["baseline"]["rate"] == {"delivered": 3, "graded": 4, "measured": 4, "rate": 0.75,
                                         "rate_without_failures": 0.75}
 

@@ -245,7 +245,7 @@ def test_compare_uses_the_override_and_says_so(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     reps = next(r for r in data["rows"] if r["item"] == "01-item")["candidate"]["reps"]
     assert reps == [{"rep": 1, "grade": "NOTHING", "measured": True, "passed": False, "override": True,
-                     "automatic": "DELIVERED"}]
+                     "automatic": "DELIVERED", "rerun": False}]
 
 
 def test_fleet_grade_override_and_fleet_show(tmp_path: Path) -> None:

@@ -1,0 +1,242 @@
+"""``fleet prune``: remove old sweeps from the results directory, and their rows from the index.
+
+Safe against a crash and against a second prune (docs/retention.md):
+
+- one prune at a time per results directory (``RUNS/.prune.lock``, an flock the kernel releases if it dies);
+- a sweep is removed only while this process holds its writer lock (``RUNS/<id>/.lock``, as ``Store.writer``
+  takes it), so a coordinator that starts writing it in that instant gets "being written", never a half
+  deleted folder; a sweep whose status is planned or running, or whose lock is held, is never removed;
+- removing is: rename ``RUNS/<id>`` to ``RUNS/.trash/<id>~<random>`` (atomic: the sweep is there or gone,
+  never half), delete its index rows, then delete the trash folder. A prune killed at any point leaves a trash
+  folder that the next prune finishes (index rows of a sweep whose folder is gone are removed then too).
+
+Only folders holding a readable sweep.json are sweeps; anything else in RUNS (a folder that is not a sweep, a
+symbolic link, a file, the embedded queue) is left alone and, when it looks like it could be one, named.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from harness.errors import FleetError, StoreError, UsageError
+from harness.store import Store
+
+__all__ = ["PruneResult", "parse_age", "prune", "TRASH", "INDEX_TABLES"]
+
+TRASH = ".trash"
+INDEX_TABLES = ("attempts", "grades", "artifacts", "sweep_plans", "cells", "overrides")
+"""The index's tables keyed by ``sweep_id`` (``sweeps`` is keyed by ``id``)."""
+
+_AGE = re.compile(r"^(\d+)([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` as a duration; anything else is the user's error."""
+    m = _AGE.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise UsageError(f"--older-than {text!r}: not an age (a positive number and a unit: 30d, 12h, 90m, 2w)")
+    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
+
+
+@dataclass
+class Pruned:
+    id: str
+    label: str
+    created_at: str
+    size: int
+
+
+@dataclass
+class PruneResult:
+    removed: list[Pruned] = field(default_factory=list)
+    kept_running: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Entries of RUNS that are not sweeps (or cannot be read), each with why: left alone."""
+    finished_trash: int = 0
+    """Bytes of an earlier, interrupted prune's trash this one finished deleting."""
+
+    @property
+    def freed(self) -> int:
+        return sum(p.size for p in self.removed) + self.finished_trash
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the files under ``path``, links not followed (a link is counted as itself)."""
+    total = 0
+    for top, dirs, files in os.walk(path, followlinks=False):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(top, name))
+            except OSError:
+                continue
+            if not os.path.isdir(os.path.join(top, name)) or os.path.islink(os.path.join(top, name)):
+                total += st.st_size
+    return total
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def prune(store: Store, keep: int | None = None, older_than: timedelta | None = None, label: str | None = None,
+          dry_run: bool = False, now: datetime | None = None) -> PruneResult:
+    """Remove the sweeps beyond the newest ``keep`` and/or created longer than ``older_than`` ago (both given: a
+    sweep must be both), only those labelled ``label`` when given. ``dry_run``: say what would go, change nothing."""
+    if keep is None and older_than is None:
+        raise UsageError("fleet prune needs --keep N or --older-than AGE (e.g. --keep 30, --older-than 30d)")
+    if keep is not None and keep < 0:
+        raise UsageError(f"--keep {keep}: must be 0 or more")
+    root = store.root
+    if not root.is_dir():
+        if root.exists() or root.is_symlink():
+            raise UsageError(f"--runs {root}: not a folder")
+        return PruneResult()
+    result = PruneResult()
+    with _prune_lock(root, dry_run):
+        if not dry_run:
+            result.finished_trash = _finish_trash(store)
+        candidates = []
+        for entry in sorted(root.iterdir(), key=lambda p: p.name):
+            name = entry.name
+            if name.startswith(".") or name == "index.sqlite" or name.startswith("index.sqlite"):
+                continue  # the store's own files: the index, the embedded queue, the trash, locks
+            if entry.is_symlink():
+                result.skipped.append(f"{name}: a symbolic link, not a sweep folder: left alone")
+                continue
+            if not entry.is_dir():
+                continue
+            if not (entry / "sweep.json").is_file() or (entry / "sweep.json").is_symlink():
+                result.skipped.append(f"{name}: no sweep.json, not a sweep: left alone")
+                continue
+            try:
+                rec = store.load_sweep(name)
+            except FleetError as exc:
+                result.skipped.append(f"{name}: cannot be read, left alone: {exc}")
+                continue
+            if label is not None and rec.label != label:
+                continue
+            candidates.append(rec)
+        # Newest first, as `fleet sweeps` orders them: by creation time, then id.
+        candidates.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        cutoff = (now or datetime.now(timezone.utc)) - older_than if older_than is not None else None
+        for i, rec in enumerate(candidates):
+            if keep is not None and i < keep:
+                continue
+            if cutoff is not None:
+                created = _parse_time(rec.created_at)
+                if created is None or created > cutoff:
+                    continue
+            if rec.status in ("planned", "running") or store.is_being_written(rec.id):
+                result.kept_running.append(rec.id)
+                continue
+            size = tree_size(store.sweep_dir(rec.id))
+            try:
+                gone = dry_run or _remove(store, rec.id)
+            except _LeftAlone as exc:
+                result.skipped.append(str(exc))
+                continue
+            if gone:
+                result.removed.append(Pruned(rec.id, rec.label, rec.created_at, size))
+            else:
+                result.kept_running.append(rec.id)
+    result.removed.sort(key=lambda p: (p.created_at, p.id))  # said oldest first
+    return result
+
+
+class _LeftAlone(Exception):
+    """A sweep prune cannot safely lock: said, and left where it is."""
+
+
+class _Held:
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def _prune_lock(root: Path, dry_run: bool) -> _Held:
+    """One prune at a time: a second one waits for the first (pruning is quick) and then sees what it left."""
+    if dry_run:
+        return _Held(None)
+    path = root / ".prune.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return _Held(fd)
+
+
+def _remove(store: Store, sweep_id: str) -> bool:
+    """Take the sweep's writer lock, check again that it is not running, rename it into the trash, drop its
+    index rows, delete it. False when a writer holds it (it is left alone)."""
+    folder = store.sweep_dir(sweep_id)
+    try:
+        # Never through a link (O_NOFOLLOW): a crafted .lock must not make prune lock, or create, a file elsewhere.
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise _LeftAlone(f"{sweep_id}: cannot take its lock {folder / '.lock'} ({exc.strerror or exc}): left alone") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        # Under the lock: a coordinator that finished planning in between has left its status behind.
+        if store.load_sweep(sweep_id).status in ("planned", "running"):
+            return False
+        trash = store.root / TRASH
+        try:
+            trash.mkdir(exist_ok=True)
+            target = trash / f"{sweep_id}~{secrets.token_hex(4)}"
+            os.rename(folder, target)
+        except OSError as exc:
+            raise StoreError(f"cannot move {folder} into {trash}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    _drop_rows(store, sweep_id)
+    shutil.rmtree(target, ignore_errors=True)
+    return True
+
+
+def _drop_rows(store: Store, sweep_id: str) -> None:
+    if not (store.root / "index.sqlite").is_file():
+        return
+    with store.index() as db:
+        db.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))
+        for table in INDEX_TABLES:
+            db.execute(f"DELETE FROM {table} WHERE sweep_id = ?", (sweep_id,))  # noqa: S608 - fixed table names
+
+
+def _finish_trash(store: Store) -> int:
+    """What an interrupted prune left: index rows of the sweeps it had moved, and their folders. Returns bytes."""
+    trash = store.root / TRASH
+    if trash.is_symlink() or not trash.is_dir():
+        return 0
+    freed = 0
+    for entry in sorted(trash.iterdir()):
+        sweep_id = entry.name.rsplit("~", 1)[0]
+        if sweep_id and not (store.root / sweep_id).exists():
+            _drop_rows(store, sweep_id)
+        if entry.is_symlink() or not entry.is_dir():
+            entry.unlink(missing_ok=True)
+            continue
+        freed += tree_size(entry)
+        shutil.rmtree(entry, ignore_errors=True)
+    return freed
