@@ -33,6 +33,8 @@ __all__ = [
     "CHANGES",
     "Change",
     "State",
+    "states_of_grades",
+    "regressed_between",
     "RepGrade",
     "Side",
     "CompareRow",
@@ -232,13 +234,31 @@ def _states(sweep: SweepRecord) -> dict[tuple[str, str, str], State]:
     return {key: _state(k, passes) for key, (k, passes) in counts.items()}
 
 
+def states_of_grades(rows: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str, str], State]:
+    """``_states`` from each cell's (host, item, agent, shown grade) as the index's ``cells`` table keeps them
+    (``shown_grade``: '' not graded, HARNESS_FAILURE a harness failure, an override first). The same decision
+    as ``cell_grade``: a grade other than those two is measured, DELIVERED a pass."""
+    counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for host, item, agent, grade in rows:
+        n = counts[(host, item, agent)]
+        measured = grade not in ("", "HARNESS_FAILURE")
+        n[0] += measured
+        n[1] += measured and grade == PASS_GRADE
+    return {key: _state(k, passes) for key, (k, passes) in counts.items()}
+
+
+def regressed_between(base: dict[tuple[str, str, str], State],
+                      cand: dict[tuple[str, str, str], State]) -> set[tuple[str, str, str]]:
+    """The groups whose state went down from ``base`` to ``cand`` (both measured)."""
+    return {key for key, state in cand.items() if key in base and "unmeasured" not in (state, base[key])
+            and _RANK[state] < _RANK[base[key]]}
+
+
 def regressed_groups(baseline: SweepRecord, candidate: SweepRecord) -> set[tuple[str, str, str]]:
     """The (host, item, agent) groups ``compare_sweeps`` calls regressed, without building the comparison: the
     dashboard marks them on every view of a sweep, and for 10,000 cells the whole comparison took ten times as
     long as this."""
-    base, cand = _states(baseline), _states(candidate)
-    return {key for key, state in cand.items() if key in base and "unmeasured" not in (state, base[key])
-            and _RANK[state] < _RANK[base[key]]}
+    return regressed_between(_states(baseline), _states(candidate))
 
 
 def _change(base: Side | None, cand: Side | None) -> Change:

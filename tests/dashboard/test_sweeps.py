@@ -265,3 +265,32 @@ def test_the_index_keeps_one_row_per_cell_current(tmp_path: Path) -> None:
     assert rows[cid(1, 1)] == (1, 1, "harness_failure", "HARNESS_FAILURE", "", "")
     assert first[cid(1, 1)] == (2, 2, "finished", "DELIVERED")
     assert len(rows) == 4
+
+
+def test_the_previous_sweeps_states_from_the_index_are_the_ones_its_files_give(tmp_path: Path) -> None:
+    # The matrix reads the previous sweep of its label from the index's cells rows; every kind of cell (passed,
+    # failed, a harness failure, not graded, an override either way, repetitions that disagree) must come out as
+    # compare decides it from the files.
+    from harness.compare import _states
+    from harness.dashboard.matrix import _indexed_states
+    from harness.grading.override import override_grade
+
+    store = Store(tmp_path / "runs")
+    prev = write_sweep(store, sweep_of("20261201-010000-n", label="n", hosts=2, items=3, reps=2),
+                       {cid(0, 1, 1): ["DELIVERED"], cid(0, 1, 2): ["PARTIAL"], cid(0, 2, 1): ["HF"],
+                        cid(0, 2, 2): ["HF", "NOTHING"], cid(0, 3, 1): [""], cid(1, 1, 1): ["PARTIAL"],
+                        cid(1, 1, 2): ["PARTIAL"], cid(1, 2, 1): ["DELIVERED"], cid(1, 2, 2): ["DELIVERED"],
+                        cid(1, 3, 1): ["HF"]})
+    override_grade(store, prev.id, cid(1, 1, 1), 1, "DELIVERED", "the page is fine", "ana")
+    override_grade(store, prev.id, cid(1, 2, 2), 1, "HARNESS_FAILURE", "the host's GPU was throttled", "ana")
+    from_files = _states(store.load_sweep(prev.id))
+    assert len(set(from_files.values())) == 4  # passed, failed, flaky and unmeasured are all there
+    assert _indexed_states(store, prev.id) == from_files
+    # A sweep the index does not call finished, or whose cells it does not all have, is read from its files.
+    running = write_sweep(store, sweep_of("20261201-020000-n", label="n"), {cid(0, 1): ["DELIVERED"]}, finish=False)
+    assert _indexed_states(store, running.id) is None
+    db = sqlite3.connect(store.root / "index.sqlite")
+    with db:
+        db.execute("DELETE FROM cells WHERE sweep_id = ? AND cell_id = ?", (prev.id, cid(0, 1, 1)))
+    db.close()
+    assert _indexed_states(store, prev.id) is None
