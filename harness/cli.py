@@ -57,6 +57,12 @@ common_log_file = click.option(
 common_verbose = click.option("--verbose", "-v", is_flag=True, help="Log to stderr (the resolved settings first).")
 
 
+common_no_worker_timeout = click.option(
+    "--no-worker-timeout", "no_worker_timeout", default=None, metavar="S",
+    help="On Redis: give up on a host's cells as HARNESS_FAILURE(no_worker) when no worker consumed its queue for S "
+         "seconds (default: $FLEET_NO_WORKER_TIMEOUT, else wait for one, warning every 30 s).")
+
+
 def _max_attempts(help_text: str):
     # No click default: an absent flag leaves the setting's own default (harness/settings.py) in force.
     return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
@@ -222,8 +228,9 @@ def _finish(sweep, store, as_json: bool) -> None:
 @common_broker
 @common_verbose
 @common_log_file
+@common_no_worker_timeout
 def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, dry_run,
-          runs, broker, verbose, log_file) -> None:
+          runs, broker, verbose, log_file, no_worker_timeout) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
@@ -234,7 +241,8 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     gate = _fail_on(fail_on)
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
-    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
+                        no_worker_timeout_s=no_worker_timeout)
     if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
         _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
                     repeat=repeat, label=label, as_json=as_json)
@@ -266,8 +274,9 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_broker
 @common_verbose
 @common_log_file
+@common_no_worker_timeout
 def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, max_attempts, fail_on, as_json, runs,
-          broker, verbose, log_file) -> None:
+          broker, verbose, log_file, no_worker_timeout) -> None:
     """Run cells of a sweep again as new attempts (earlier attempts are kept), with the sweep's recorded
     inventory: one cell (HOST ITEM), or every cell of one host (--host H, narrowed by --items and --agents).
     The table, report and compare then use each cell's latest attempt and say it was rerun.
@@ -291,7 +300,8 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
                 raise UsageError(f"{flag} goes with --host H (every cell of a host); one cell is HOST ITEM")
         if host is None or item is None:
             raise UsageError("name one cell (HOST ITEM) or a host (--host H)")
-    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
+                        no_worker_timeout_s=no_worker_timeout)
     rec = Store(settings.runs).load_sweep(sweep_id)
     if host_opt is not None:
         from harness.coordinator import host_cells
@@ -332,7 +342,9 @@ def _listed(flag: str, value: str | None) -> list[str] | None:
 @common_broker
 @common_verbose
 @common_log_file
-def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file) -> None:
+@common_no_worker_timeout
+def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file,
+           no_worker_timeout) -> None:
     """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
@@ -341,7 +353,8 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
     from harness.store import Store
 
     gate = _fail_on(fail_on)
-    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
+                        no_worker_timeout_s=no_worker_timeout)
     inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
     _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
@@ -482,13 +495,15 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
 @common_broker
 @_max_attempts("Attempts per cell when the harness fails.")
 @common_log_file
+@common_no_worker_timeout
 @click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
-def settings_(runs, broker, max_attempts, log_file, as_json) -> None:
+def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
     (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
     from harness.settings import setting_specs
 
-    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file)
+    settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
+                        no_worker_timeout_s=no_worker_timeout)
     if as_json:
         rows = [{"name": s.name, "value": settings.shown(s.name), "from": settings.origin(s.name), "env": s.env,
                  "flag": s.flag} for s in setting_specs()]

@@ -20,6 +20,7 @@ from harness.diskfull import is_disk_full
 from harness.errors import DiskFull, DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.failures import classify
 from harness.inventory import Inventory
+from harness.noworker import WorkerWatch, consumed_queues, start_command, withdraw
 from harness.outage import Outage
 from harness.records import AttemptSummary, Cell, RerunRecord, SweepRecord, utc_now
 from harness.settings import Settings, redact
@@ -29,8 +30,9 @@ from workers.app import configure, queue_for
 
 __all__ = ["Coordinator", "summary_failure", "budget_used", "host_cells", "NOT_COUNTED"]
 
-NOT_COUNTED = frozenset({"revoked", "abandoned"})
-"""Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them."""
+NOT_COUNTED = frozenset({"revoked", "abandoned", "no_worker"})
+"""Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them, or no
+worker ever took them (nothing ran on the host)."""
 
 
 def summary_failure(a: AttemptSummary):
@@ -226,7 +228,6 @@ class Coordinator:
         if not self.settings.embedded:
             self._check_visibility(sweep, hosts)
             _check_broker(app, self.settings)
-            self._warn_unserved(app, hosts)
             yield
             return
         from harness.embedded import embedded_worker
@@ -251,19 +252,6 @@ class Coordinator:
                 f"FLEET_VISIBILITY_TIMEOUT={self.settings.visibility_timeout_s} s is shorter than an attempt of "
                 f"{item.id} may run ({item.timeout_s} s timeout + 900 s for checks and collecting = {longest} s): "
                 f"Redis would deliver it again while it runs; set it to at least {longest}")
-
-    def _warn_unserved(self, app, hosts: set[str]) -> None:
-        """Say which host queues no running worker consumes: the sweep would wait for one."""
-        try:
-            replies = app.control.inspect(timeout=1.5).active_queues() or {}
-        except Exception as exc:  # noqa: BLE001 - only a hint; dispatch itself reports broker errors
-            self.on_warning(f"could not ask the workers which queues they consume: {exc}")
-            return
-        served = {q["name"] for queues in replies.values() for q in queues}
-        for host in sorted(hosts):
-            queue = queue_for(host, self.settings.namespace)
-            if queue not in served:
-                self.on_warning(f"no running worker consumes {queue}: start one with `fleet worker --hosts {host}`")
 
     def _run(
         self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[Planned]], fresh: bool = False
@@ -294,8 +282,11 @@ class Coordinator:
                     d = Dispatcher(
                         app=app, writer=writer, sweep=sweep, inventory=inventory,
                         namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
-                        outage=self._outage(),
+                        outage=self._outage(), watch=self._watch(app, inventory),
                     )
+                    if not self.settings.embedded:
+                        broker = self.settings.broker_url
+                        d.withdraw = lambda queue, task_ids: withdraw(app, broker, queue, task_ids)
                     if self.settings.embedded:
                         from harness.embedded import internal_error
 
@@ -317,6 +308,16 @@ class Coordinator:
             raise
         return sweep
 
+
+    def _watch(self, app, inventory: Inventory) -> WorkerWatch | None:
+        """On Redis, who says which host queues no worker consumes (the embedded worker consumes every queue)."""
+        if self.settings.embedded:
+            return None
+        namespace, broker = self.settings.namespace, redact(self.settings.broker_url)
+        return WorkerWatch(
+            ask=lambda: consumed_queues(app), queue_for=lambda host: queue_for(host, namespace),
+            command_for=lambda host: start_command(host, inventory.path, namespace, broker),
+            on_warning=self.on_warning, timeout_s=self.settings.no_worker_timeout_s)
 
     def _outage(self) -> Outage:
         """How this coordinator rides out an unreachable queue: a Redis one for FLEET_BROKER_OUTAGE_S; the embedded

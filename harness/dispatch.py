@@ -41,11 +41,12 @@ from harness.diskfull import is_disk_full
 from harness.errors import BrokerOutage, DispatchError, FleetError, InfrastructureError, StoreError
 from harness.failures import is_retried
 from harness.inventory import Inventory
+from harness.noworker import Waiting, WorkerWatch
 from harness.outage import Outage
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
-from workers.app import TASK_RUN_ATTEMPT
+from workers.app import TASK_RUN_ATTEMPT, queue_for
 
 if TYPE_CHECKING:
     from harness.grading import Grade
@@ -103,6 +104,7 @@ class _InFlight:
     attempt: int
     async_result: AsyncResult
     started: bool = False
+    sent_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -119,6 +121,10 @@ class Dispatcher:
     """How an unreachable queue is waited out (none by default: an error at once)."""
     internal_error: Callable[[str], BaseException | None] = lambda task_id: None
     """The embedded worker's errors outside a task's body, by task id (``harness.embedded.internal_error``)."""
+    watch: WorkerWatch | None = None
+    """Says which host queues no worker consumes, and when to give up on them (``harness.noworker``; Redis only)."""
+    withdraw: Callable[[str, set[str]], None] = lambda queue, task_ids: None
+    """Takes tasks given up on back from a host's queue (``harness.noworker.withdraw``)."""
 
     def __post_init__(self) -> None:
         self._waiting: dict[str, deque[tuple[Cell, int]]] = defaultdict(deque)
@@ -140,7 +146,10 @@ class Dispatcher:
             while self._waiting_any() or self._in_flight or self._retries:
                 self._release_due_retries()
                 self._dispatch_free_slots()
-                if not self._poll():
+                progressed = self._poll()
+                if self.watch is not None:
+                    self._watch_workers()
+                if not progressed:
                     time.sleep(self.poll_s)
         except BrokerOutage as exc:
             # Nothing is settled: a worker may still finish and store its result once the queue is back, and
@@ -187,6 +196,43 @@ class Dispatcher:
             while queue and self._per_host[host] < slots:
                 cell, attempt = queue.popleft()
                 self._send(cell, attempt)
+
+    def _watch_workers(self) -> None:
+        """Hand the watch the hosts whose attempts wait on their queue unstarted; give up on those it returns."""
+        assert self.watch is not None
+        waiting: dict[str, Waiting] = {}
+        for f in self._in_flight.values():
+            if not f.started:
+                w = waiting.get(f.cell.host)
+                waiting[f.cell.host] = Waiting(min(w.since, f.sent_at), w.count + 1) if w else Waiting(f.sent_at, 1)
+        for host in self.watch.check(waiting):
+            self._give_up(host)
+
+    def _give_up(self, host: str) -> None:
+        """No worker consumed the host's queue for --no-worker-timeout: record every cell of the host still to run
+        in this run as ``no_worker`` (its attempts waiting on the queue are withdrawn first), so the sweep ends."""
+        assert self.watch is not None
+        queue = queue_for(host, self.namespace)
+        error = (f"no worker consumed {queue} for {self.watch.unserved_for(host):.0f} s (--no-worker-timeout "
+                 f"{self.watch.timeout_s:g}); nothing ran on the host")
+        waiting = {tid: f for tid, f in self._in_flight.items() if f.cell.host == host and not f.started}
+        if waiting:
+            self.withdraw(queue, set(waiting))
+        todo = [(f.cell, f.attempt) for f in waiting.values()]
+        for tid, f in waiting.items():
+            del self._in_flight[tid]
+            self._per_host[host] -= 1
+            drop_quietly(f.async_result)
+        todo += list(self._waiting.pop(host, deque()))
+        kept = [r for r in self._retries if r[2].host != host]
+        todo += [(cell, attempt) for _, _, cell, attempt in self._retries if cell.host == host]
+        self._retries[:] = kept
+        heapq.heapify(self._retries)
+        for cell, attempt in todo:
+            self._limit[cell.id] = attempt  # given up: no retry follows in this run
+            self._record(cell, harness_failure(self.sweep.id, cell, attempt, "no_worker", error))
+        if todo:
+            self.watch.on_warning(f"{error}: {len(todo)} cell(s) of host {host} recorded as HARNESS_FAILURE(no_worker)")
 
     def _request(self, cell: Cell, attempt: int, task_id: str) -> AttemptRequest:
         host = self.inventory.hosts[cell.host]

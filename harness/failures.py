@@ -33,6 +33,7 @@ FailureReason = Literal[
     "agent_unavailable",
     "worker_lost",
     "worker_error",
+    "no_worker",
     "revoked",
     "abandoned",
     "model_endpoint",
@@ -77,6 +78,9 @@ REASONS: dict[str, Reason] = {
                errors.AgentUnavailable),
         Reason("worker_lost", True, "the worker process running the attempt died", errors.WorkerLost),
         Reason("worker_error", True, "the worker raised an unexpected error", errors.WorkerError),
+        Reason("no_worker", False, "no worker consumed the host's queue for --no-worker-timeout seconds, so nothing "
+               "ran: a retry would wait for a worker that is not there (start one, then `fleet resume`, for which "
+               "it does not count against the budget)"),
         Reason("revoked", False, "the user stopped the attempt"),
         Reason("abandoned", True, "the coordinator stopped before the attempt's result came; nothing was measured"),
         Reason("model_endpoint", True, "the host's model endpoint failed (HTTP errors, refused, timed out)",

@@ -182,6 +182,12 @@ class Settings:
         doc="Seconds a Redis broker or result backend may stay unreachable: the coordinator waits (back-off 0.5 s "
             "doubling to 5 s) and then leaves the sweep interrupted for resume; a worker retries storing a result as long.")
     """How long an outage of the queue is ridden out."""
+    no_worker_timeout_s: float | None = _setting(
+        None, env="FLEET_NO_WORKER_TIMEOUT", flag="--no-worker-timeout", read_by="coordinator", parse=_seconds,
+        default_text="none (wait for a worker)",
+        doc="Seconds a host's queue may have no worker consuming it while attempts wait there (sweep, rerun, resume "
+            "on Redis); then the host's cells still to run are recorded as HARNESS_FAILURE (no_worker).")
+    """How long attempts wait on a queue that no worker consumes."""
     heartbeat_timeout_s: float = _setting(
         120.0, env="FLEET_HEARTBEAT_TIMEOUT", read_by="worker", parse=_seconds,
         doc="Seconds the launcher on a host lets an agent run without a heartbeat from its worker before it ends the "

@@ -5,6 +5,7 @@ processes, real sshd hosts. The coordinator waits it out (or, past FLEET_BROKER_
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -143,3 +144,68 @@ def test_an_outage_past_the_bound_leaves_a_sweep_that_resume_completes(tmp_path,
     # Resume took the results finished during the outage: no cell was run twice.
     sweep = json.loads((sweep_dir / "sweep.json").read_text())
     assert all(len(a) == 1 for a in sweep["attempts"].values()), sweep["attempts"]
+
+
+def _slow_agent(markers: Path) -> list[str]:
+    # 4 s per run: with one slot per host the three rounds of a sweep take about 12 s on each host.
+    return ["sh", "-c", f'touch {markers}/$$; sleep 4; cat "$1"; echo done', "sh", "{prompt_file}"]
+
+
+def test_a_30_s_redis_stop_kills_no_worker_and_the_workers_take_the_next_sweep(
+        tmp_path, ssh_hosts, client_key, outage_redis, namespace, fleet_workers):
+    """Redis is stopped (SIGTERM: it writes its AOF and goes) while the first round runs on both hosts, stays away
+    30 s and is started again with its data. The running attempts finish while it is away; the rest wait in their
+    queues. The sweep completes with every cell recorded once, the same worker processes are still up, and they
+    run a second sweep to its end."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    hosts = [ssh_hosts["alpha"], ssh_hosts["bravo"]]
+    inv = write_inventory(tmp_path / "inv.toml", [h.toml(client_key[0], agent=_slow_agent(markers)) for h in hosts])
+    prompts = write_prompts(tmp_path / "prompts", ITEMS)
+    for h in hosts:
+        w = Worker(tmp_path, outage_redis.url, namespace, [h.name], inv, concurrency=1)
+        fleet_workers.append(w)
+        w.wait_ready()
+    runs = tmp_path / "runs"
+    args = ["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+            "--broker", outage_redis.url]
+    proc = start_fleet(args, namespace)
+    try:
+        try:
+            _wait_markers(markers, 2)  # an attempt runs on each host
+            outage_redis.stop()
+            time.sleep(30)
+            # Still there after 30 s without Redis: no worker gave up on its broker (a worker that allowed 3
+            # reconnection tries exited here with `Unrecoverable error` after 12 s).
+            dead = [w.name for w in fleet_workers if w.proc.poll() is not None]
+            assert not dead, f"{dead} exited while Redis was away: {fleet_workers[0].log.read_text()[-3000:]}"
+        finally:
+            outage_redis.start()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:  # a failed check above: the sweep would wait for workers that are gone
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err[-4000:]
+    assert "Traceback" not in err
+    assert "unreachable since" in err and "reachable again after" in err, err[-3000:]
+    first = json.loads(out)
+    assert first["status"] == "finished"
+    assert all(c["status"] == "finished" for c in first["cells"]), first["cells"]
+    assert assert_stored_once(runs, first["sweep"], 6) == 6
+    sweep = json.loads((runs / first["sweep"] / "sweep.json").read_text())
+    assert all(len(a) == 1 for a in sweep["attempts"].values()), sweep["attempts"]
+    assert_nothing_left_to_deliver(outage_redis, first["sweep"])
+    for w in fleet_workers:
+        assert w.proc.poll() is None, w.log.read_text()[-3000:]
+        assert "Unrecoverable error" not in w.log.read_text(errors="replace")
+
+    # The same workers consume the next sweep.
+    r = run_fleet(args + ["--label", "after-outage"], namespace, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    second = json.loads(r.stdout)
+    assert second["status"] == "finished" and second["sweep"] != first["sweep"]
+    assert assert_stored_once(runs, second["sweep"], 6) == 6
+    served = {json.loads((runs / second["sweep"] / c["id"] / "attempt-1" / "meta.json").read_text())["worker"]
+              for c in second["cells"]}
+    assert served == {f"{w.name}@{socket.gethostname()}" for w in fleet_workers}, served

@@ -29,7 +29,8 @@ SECRET = "s3cr3t-pw"
 def _restore_app():  # type: ignore[no-untyped-def]
     """configure() changes this process's app; put back what was there."""
     conf = {k: workers.app.app.conf.get(k) for k in ("broker_url", "result_backend", "broker_transport_options",
-                                                     "result_backend_transport_options")}
+                                                     "result_backend_transport_options", "broker_connection_max_retries",
+                                                     "result_backend_always_retry", "result_backend_max_retries")}
     before = workers.app._settings
     yield
     workers.app.app.conf.update(conf)
@@ -47,6 +48,19 @@ def test_configure_gives_the_tasks_their_settings_and_leaves_the_environment_alo
     workers.app.configure(e)
     assert dict(os.environ) == before
     assert app.conf.broker_url == e.celery_broker and (tmp_path / "runs" / ".queue").is_dir()
+
+
+def test_a_worker_reconnects_to_its_broker_for_ever_and_stores_results_for_the_whole_outage_bound() -> None:
+    """A worker is a service: Celery's default of a few reconnection tries (2 + 4 + 6 s) ended `fleet worker` with
+    `Unrecoverable error` 12 s into a Redis outage. The coordinator keeps its own bound (FLEET_BROKER_OUTAGE_S).
+    tests/integration/test_broker_outage.py stops a real Redis for 30 s under real workers."""
+    settings = Settings.resolve({"broker_url": "redis://127.0.0.1:1/0"}, {"FLEET_BROKER_OUTAGE_S": "120"})
+    conf = workers.app.configure(settings, worker=True).conf
+    assert conf.broker_connection_max_retries is None and conf.broker_connection_retry_on_startup
+    assert conf.result_backend_always_retry and conf.result_backend_max_retries >= 2 * 120
+    assert conf.result_backend_transport_options["retry_policy"]["max_retries"] >= 120
+    coordinator = workers.app.configure(settings).conf
+    assert coordinator.broker_connection_max_retries == 3 and not coordinator.result_backend_always_retry
 
 
 def test_the_slot_backend_follows_the_settings_not_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
