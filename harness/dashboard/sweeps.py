@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from harness.dashboard.chip import chip_markup, chips_markup
 from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.listing import read_listing
 from harness.dashboard.matrix import Chip, chips_of, read_matrix
@@ -26,11 +27,11 @@ def sweep_page(dash: Dashboard, sweep_id: str, links: Links) -> str:
     """The matrix page of one sweep (the export writes the same)."""
     state = state_token(_state(dash, sweep_id))  # before the read: a change after it is sent live
     matrix = read_matrix(dash.store, sweep_id)
-    return dash.render("sweep.html", links, m=matrix, sweep=matrix.sweep, state=state)
+    return dash.render("sweep.html", links, m=matrix, sweep=matrix.sweep, state=state, chips_markup=chips_markup)
 
 
 def chip_html(dash: Dashboard, chip: Chip, sweep_id: str, links: Links) -> str:
-    return str(dash.env.get_template("chip.html").module.chip_link(chip, sweep_id, links))  # type: ignore[attr-defined]
+    return str(chip_markup(chip, sweep_id, links))
 
 
 def _state(dash: Dashboard, sweep_id: str) -> tuple[int, int, int, int] | None:

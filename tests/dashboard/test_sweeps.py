@@ -294,3 +294,31 @@ def test_the_previous_sweeps_states_from_the_index_are_the_ones_its_files_give(t
         db.execute("DELETE FROM cells WHERE sweep_id = ? AND cell_id = ?", (prev.id, cid(0, 1, 1)))
     db.close()
     assert _indexed_states(store, prev.id) is None
+
+
+def test_a_chip_escapes_every_stored_string_in_its_text_and_attributes() -> None:
+    # The matrix's chips are built in Python (chip.py), not by the template's autoescape: every field is planted.
+    from html.parser import HTMLParser
+
+    from harness.dashboard.chip import chip_markup
+    from harness.dashboard.context import Links
+    from harness.dashboard.matrix import Chip
+
+    bad = '"><script>alert(1)</script><img src=x onerror=alert(2) x="'
+    chip = Chip(cell=f"{bad}/{bad}/{bad}/r2", host=bad, item=bad, agent=bad, rep=2, grade=bad, text=bad,
+                automatic=bad, stop=bad, duration_s=3.0, attempts=2, running=True, regressed=True)
+    out = str(chip_markup(chip, "20261201-010000-x", Links()))
+    tags: list[tuple[str, dict]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            tags.append((tag, dict(attrs)))
+
+    Tags().feed(out)
+    # One link and its spans, nothing else; every planted string came back whole as an attribute's value.
+    assert [t for t, _ in tags] == ["a", "span", "span", "span", "span", "span"]
+    a = tags[0][1]
+    assert set(a) == {"class", "id", "data-cell", "data-host", "data-item", "data-agent", "data-grade", "href", "title"}
+    assert a["data-host"] == a["data-item"] == a["data-agent"] == a["data-grade"] == bad
+    assert a["data-cell"] == chip.cell and a["href"].startswith("/sweeps/20261201-010000-x/cells/%22%3E")
+    assert "<script>" not in out and "<img" not in out
