@@ -111,6 +111,10 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
     from harness.store import Store
 
     _log_settings(settings, verbose)
+    if not settings.embedded:
+        from harness.brokercheck import check_broker_url
+
+        check_broker_url(settings.broker_url)  # before anything is planned or stored: one line within 5 s
     store = Store(settings.runs)
     prog = SweepProgress(Console(stderr=True) if as_json else console)
     started = False

@@ -329,9 +329,8 @@ class Coordinator:
 
 
 def _check_broker(app, settings: Settings) -> None:
-    """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once."""
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=5)
-    except Exception as exc:  # noqa: BLE001 - kombu, redis and socket errors alike: translated here
-        raise DispatchError(f"cannot reach the broker at {redact(settings.broker_url)}: {exc}") from exc
+    """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once
+    (harness/brokercheck.py: a PING bounded on the reply too, not only on the connect)."""
+    from harness.brokercheck import check_broker_url
+
+    check_broker_url(settings.broker_url)
