@@ -30,6 +30,20 @@ def _csv(value: str | None) -> list[str] | None:
     return parts or None
 
 
+def _listed(flag: str, value: str | None) -> list[str] | None:
+    """A comma-separated option's names. Given but naming nothing (``--items ""``, ``--items ,``) or with an
+    empty name in it (``--hosts a,``, a stray comma from a script) is refused: taken as "all" or as "a", it
+    would run what the caller did not ask for."""
+    if value is None:
+        return None
+    parts = [v.strip() for v in value.split(",")]
+    if not any(parts):
+        raise UsageError(f"{flag} {value!r}: names nothing")
+    if not all(parts):
+        raise UsageError(f"{flag} {value!r}: an empty name (a stray comma?)")
+    return parts
+
+
 def _resolve(**options: object) -> "Settings":
     """The settings of this command: defaults < FLEET_* variables < the flags given (harness/settings.py)."""
     from harness.settings import Settings
@@ -243,18 +257,18 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     from harness.inventory import load_inventory
 
     gate = _fail_on(fail_on)
+    chosen = {"hosts": _listed("--hosts", hosts), "items": _listed("--items", items),
+              "agents": _listed("--agents", agents)}
     inv = load_inventory(inventory)
     cat = load_catalog(prompts)
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
                         no_worker_timeout_s=no_worker_timeout)
     if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
-        _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
-                    repeat=repeat, label=label, as_json=as_json)
+        _print_plan(inv, cat, **chosen, round_name=round_name, repeat=repeat, label=label, as_json=as_json)
         return
     _coordinate(
         settings,
-        lambda co: co.sweep(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
-                            repeat=repeat, label=label),
+        lambda co: co.sweep(inv, cat, **chosen, round_name=round_name, repeat=repeat, label=label),
         lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
 
 
@@ -320,16 +334,6 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
     inv = _inventory_for(rec, inventory)
     _coordinate(settings, lambda co: co.rerun(sweep_id, inv, host, item, agent, rep),
                 lambda result: [result.one_cell(host, item, agent, rep)], gate=gate, as_json=as_json, verbose=verbose)
-
-
-def _listed(flag: str, value: str | None) -> list[str] | None:
-    """A comma-separated option's names; given but naming nothing (``--items ""``, ``--items ,``) is refused."""
-    if value is None:
-        return None
-    names = _csv(value)
-    if not names:
-        raise UsageError(f"{flag} {value!r}: names nothing")
-    return names
 
 
 @cli.command()
@@ -476,7 +480,7 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
     settings = _resolve(broker_url=broker)
     if settings.embedded:
         raise UsageError("fleet worker needs a broker: set FLEET_BROKER_URL or --broker redis://...")
-    names = _csv(hosts)
+    names = _listed("--hosts", hosts)
     if inventory or not names:
         inv = load_inventory(inventory)
         chosen = inv.select(names)
@@ -943,7 +947,7 @@ def hosts_prepare(inventory, names) -> None:
     from workers.transport import connect_for
 
     inv = load_inventory(inventory)
-    chosen = inv.select(_csv(names))
+    chosen = inv.select(_listed("--hosts", names))
     release = source_release()
 
     def prepare(host):

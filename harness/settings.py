@@ -82,6 +82,14 @@ def _path(raw: str) -> Path:
     return Path(raw)
 
 
+def _folder(raw: str) -> Path:
+    # A results directory that names a file failed later as "cannot create FILE: File exists", far from the flag.
+    path = Path(raw)
+    if path.exists() and not path.is_dir():
+        raise ValueError("not a directory (the results directory holds one folder per sweep)")
+    return path
+
+
 def _whole(least: int, unit: str) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         try:
@@ -143,7 +151,7 @@ class Settings:
     """The resolved settings of one ``fleet`` process. Build it with :meth:`resolve`; never stored with secrets."""
 
     runs: Path = _setting(
-        Path("runs"), env="FLEET_RUNS", flag="--runs", read_by="coordinator", parse=_path,
+        Path("runs"), env="FLEET_RUNS", flag="--runs", read_by="coordinator", parse=_folder,
         doc="The results directory (sweeps, attempts, index.sqlite; the embedded broker in its .queue/).")
     """The results directory."""
     broker_url: str = _setting(

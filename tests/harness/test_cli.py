@@ -108,6 +108,32 @@ def test_a_bad_max_attempts_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(proc, "--max-attempts '0': expected a whole number of attempts, at least 1")
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["sweep", "--items", ""], "--items '': names nothing"),
+    (["sweep", "--items", ",", "--dry-run"], "--items ',': names nothing"),
+    (["sweep", "--hosts", "local,", "--dry-run"], "--hosts 'local,': an empty name (a stray comma?)"),
+    (["sweep", "--agents", "builtin,,receipt-echo"], "--agents 'builtin,,receipt-echo': an empty name (a stray comma?)"),
+    (["worker", "--hosts", "a,", "--broker", "redis://127.0.0.1:1/0"], "--hosts 'a,': an empty name"),
+    (["hosts", "prepare", "--hosts", " , "], "--hosts ' , ': names nothing"),
+    (["sweep", "--repeat", "two"], "Invalid value for '--repeat': 'two' is not a valid integer"),
+])
+def test_a_list_flag_that_names_nothing_or_an_empty_name_is_refused(tmp_path: Path, args: list[str],
+                                                                     line: str) -> None:
+    # Taken as "every host" or as "a", a stray comma would run what the caller never asked for.
+    proc = run_fleet(*args, cwd=tmp_path)
+    assert_one_line_error(proc, line)
+    assert not (tmp_path / "runs").exists()  # nothing planned, nothing stored
+
+
+@pytest.mark.parametrize("verb", [["sweep", "--items", "04"], ["status"], ["sweeps"], ["prune", "--keep", "1"],
+                                  ["settings"]])
+def test_runs_naming_a_file_is_one_line(tmp_path: Path, verb: list[str]) -> None:
+    (tmp_path / "results.txt").write_text("not a folder\n")
+    proc = run_fleet(*verb, "--runs", "results.txt", cwd=tmp_path)
+    assert_one_line_error(proc, "--runs 'results.txt': not a directory")
+    assert (tmp_path / "results.txt").read_text() == "not a folder\n"
+
+
 def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_path: Path) -> None:
     secret = "s3cr3t-pw"
     proc = run_fleet("settings", "--max-attempts", "5", "--json", cwd=tmp_path,
