@@ -260,7 +260,10 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     chosen = {"hosts": _listed("--hosts", hosts), "items": _listed("--items", items),
               "agents": _listed("--agents", agents)}
     inv = load_inventory(inventory)
-    cat = load_catalog(prompts)
+    # A broken folder under prompts/ fails only a sweep that asks for it (harness/catalog.py, partial).
+    cat = load_catalog(prompts, partial=True)
+    for line in cat.skipped:
+        _warn(one_line(line))
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
                         no_worker_timeout_s=no_worker_timeout)
     if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
