@@ -77,6 +77,12 @@ common_no_worker_timeout = click.option(
          "seconds (default: $FLEET_NO_WORKER_TIMEOUT, else wait for one, warning every 30 s).")
 
 
+common_model_port = click.option(
+    "--model-port", "model_port", default=None, metavar="PORT",
+    help="Serve the scripted model (the embedded default's) on PORT instead of the inventory's base_url port; "
+         "without it a busy port is replaced by a free one (default: $FLEET_MODEL_PORT).")
+
+
 def _max_attempts(help_text: str):
     # No click default: an absent flag leaves the setting's own default (harness/settings.py) in force.
     return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
@@ -247,8 +253,9 @@ def _finish(sweep, store, as_json: bool) -> None:
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, dry_run,
-          runs, broker, verbose, log_file, no_worker_timeout) -> None:
+          runs, broker, verbose, log_file, no_worker_timeout, model_port) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
@@ -265,7 +272,7 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     for line in cat.skipped:
         _warn(one_line(line))
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
         _print_plan(inv, cat, **chosen, round_name=round_name, repeat=repeat, label=label, as_json=as_json)
         return
@@ -296,8 +303,9 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, max_attempts, fail_on, as_json, runs,
-          broker, verbose, log_file, no_worker_timeout) -> None:
+          broker, verbose, log_file, no_worker_timeout, model_port) -> None:
     """Run cells of a sweep again as new attempts (earlier attempts are kept), with the sweep's recorded
     inventory: one cell (HOST ITEM), or every cell of one host (--host H, narrowed by --items and --agents).
     The table, report and compare then use each cell's latest attempt and say it was rerun.
@@ -322,7 +330,7 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
         if host is None or item is None:
             raise UsageError("name one cell (HOST ITEM) or a host (--host H)")
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     rec = Store(settings.runs).load_sweep(sweep_id)
     if host_opt is not None:
         from harness.coordinator import host_cells
@@ -354,8 +362,9 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file,
-           no_worker_timeout) -> None:
+           no_worker_timeout, model_port) -> None:
     """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
@@ -365,7 +374,7 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
 
     gate = _fail_on(fail_on)
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
     _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
@@ -507,14 +516,15 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
 @_max_attempts("Attempts per cell when the harness fails.")
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 @click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
-def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, as_json) -> None:
+def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, model_port, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
     (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
     from harness.settings import setting_specs
 
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     if as_json:
         rows = [{"name": s.name, "value": settings.shown(s.name), "from": settings.origin(s.name), "env": s.env,
                  "flag": s.flag} for s in setting_specs()]

@@ -103,6 +103,16 @@ def _whole(least: int, unit: str) -> Callable[[str], int]:
     return parse
 
 
+def _port(raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a TCP port, 1 to 65535") from None
+    if not 1 <= value <= 65535:
+        raise ValueError("expected a TCP port, 1 to 65535")
+    return value
+
+
 def _seconds(raw: str) -> float:
     try:
         value = float(raw.strip())
@@ -209,6 +219,12 @@ class Settings:
         3, flag="--max-attempts", read_by="coordinator", parse=_whole(1, "attempts"),
         doc="Attempts per cell when the harness fails (sweep, rerun, resume).")
     """Attempts per cell on harness failures."""
+    model_port: int | None = _setting(
+        None, env="FLEET_MODEL_PORT", flag="--model-port", read_by="coordinator", parse=_port,
+        default_text="the inventory's, else a free one",
+        doc="The port the coordinator serves a scripted model on (the embedded default's), in place of the one in "
+            "the host's model.base_url; without it a busy port is replaced by a free one (two sweeps on one machine).")
+    """Where the scripted model listens."""
     log_file: Path | None = _setting(
         None, env="FLEET_LOG_FILE", flag="--log-file", read_by="coordinator", parse=_path, default_text="none",
         doc="A file that sweep, rerun and resume append their log to (the resolved settings first).")
