@@ -88,8 +88,21 @@ def _max_attempts(help_text: str):
     return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``fleet --version``: the package version and the harness commit (the one every result records), so a
+    bug report or a host's install names the exact code."""
+    if not value or ctx.resilient_parsing:
+        return
+    from harness import __version__
+    from harness.version import harness_commit
+
+    click.echo(f"fleet {__version__} (harness commit {harness_commit()})")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="fleet-harness", prog_name="fleet")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version and the harness commit, and exit.")
 def cli() -> None:
     """Fleet qualification harness: sweep prompts and rounds over your GPU hosts and grade what comes back."""
 

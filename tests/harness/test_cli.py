@@ -189,3 +189,16 @@ def test_fleet_show_escapes_what_the_agent_named_and_wrote(tmp_path: Path) -> No
                 and "\\n" not in line]
     assert "line one\n\\x1b]0;pwned\\x07" in proc.stdout and "kept tab" in proc.stdout  # rich shows the tab as spaces
     assert "error: bad\\x1b[31m red" in proc.stdout
+
+
+def test_version_names_the_harness_commit(tmp_path: Path) -> None:
+    from harness import __version__
+
+    proc = run_fleet("--version", cwd=tmp_path, FLEET_HARNESS_COMMIT="0123abcd-dirty")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"fleet {__version__} (harness commit 0123abcd-dirty)\n"
+    unset = subprocess.run([*fleet_argv(), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "FLEET_HARNESS_COMMIT"})
+    from harness.version import harness_commit
+
+    assert unset.stdout == f"fleet {__version__} (harness commit {harness_commit()})\n"
