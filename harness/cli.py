@@ -19,8 +19,16 @@ if TYPE_CHECKING:
     from harness.settings import Settings
     from harness.store import Store
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+def _console(stderr: bool) -> Console:
+    """A console that wraps only on a terminal: a log or a pipe gets each line whole, however long (rich would
+    wrap at 80 columns there, and a grep for a cell id or a path would miss half of it)."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream.isatty() else 100_000
+    return Console(stderr=stderr, highlight=False, width=wide)
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -149,7 +157,7 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
 
         check_broker_url(settings.broker_url)  # before anything is planned or stored: one line within 5 s
     store = Store(settings.runs)
-    prog = SweepProgress(Console(stderr=True) if as_json else console)
+    prog = SweepProgress(err_console if as_json else console)
     started = False
 
     def on_start(sweep: "SweepRecord") -> None:
