@@ -27,6 +27,11 @@ def _console(stderr: bool) -> Console:
     return Console(stderr=stderr, highlight=False, width=wide)
 
 
+CLI_JSON_SCHEMA_VERSION = 1
+"""The version of the --json objects this module builds itself (sweep, status, rerun, resume, grade, --dry-run,
+settings); the records it prints whole (compare, sweeps, show, overrides, replay lines) carry their own. Keys are
+only ever added; a change of meaning gets a new version."""
+
 console = _console(stderr=False)
 err_console = _console(stderr=True)
 
@@ -247,7 +252,8 @@ def _finish(sweep, store, as_json: bool) -> None:
                     "rerun": sweep.rerun_of(c.id) is not None,
                 }
             )
-        json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "sweep": sweep.id, "path": str(path),
+                   "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     console.print(matrix_table(sweep, live))
@@ -409,7 +415,8 @@ def _print_plan(inv, cat, *, as_json: bool, **plan_options: Any) -> None:
     planned = plan_sweep(inv, cat, **plan_options)
     if as_json:
         cells = [{"id": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep} for c in planned.cells]
-        json.dump({"inventory": inv.path, "prompts": cat.root, "cells": cells}, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "inventory": inv.path, "prompts": cat.root,
+                   "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     for c in planned.cells:
@@ -538,7 +545,8 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
 @common_log_file
 @common_no_worker_timeout
 @common_model_port
-@click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {schema_version, settings: [{name, value, from, env, flag}]}.")
 def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, model_port, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
     (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
@@ -549,7 +557,7 @@ def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, model_por
     if as_json:
         rows = [{"name": s.name, "value": settings.shown(s.name), "from": settings.origin(s.name), "env": s.env,
                  "flag": s.flag} for s in setting_specs()]
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "settings": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     table: list[tuple[str, str, str]] = [("setting", "value", "from"), *((n, v or "-", o) for n, v, o in settings.rows())]

@@ -202,3 +202,52 @@ def test_version_names_the_harness_commit(tmp_path: Path) -> None:
     from harness.version import harness_commit
 
     assert unset.stdout == f"fleet {__version__} (harness commit {harness_commit()})\n"
+
+
+def _json_verbs() -> set[str]:
+    import click
+
+    from harness.cli import cli
+
+    found: set[str] = set()
+
+    def walk(group: click.Group, prefix: str) -> None:
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+            elif any(p.name == "as_json" for p in cmd.params):
+                found.add(f"{prefix}{name}")
+
+    walk(cli, "")
+    return found
+
+
+def test_every_json_output_carries_a_schema_version(tmp_path: Path) -> None:
+    from harness.store import Store
+    from tests.support import synthetic_sweep
+
+    runs = tmp_path / "runs"
+    sweep = synthetic_sweep(hosts=1, items=1)
+    sweep.status = "finished"
+    with Store(runs).writer(sweep.id) as w:
+        w.save_sweep(sweep)
+    r = ["--runs", str(runs)]
+    calls = {
+        "sweep": ["sweep", "--dry-run", "--json", "--items", "04"],
+        "status": ["status", sweep.id, "--json", *r],
+        "settings": ["settings", "--json", *r],
+        "sweeps": ["sweeps", "--json", *r],
+        "compare": ["compare", sweep.id, sweep.id, "--json", *r],
+        "grade": ["grade", sweep.id, "--json", *r],
+        "schedule list": ["schedule", "list", "-f", str(Path(__file__).parents[2] / "inventory" / "schedules.example.toml"),
+                          "--json"],
+    }
+    # Printed whole from records that carry their own schema_version, each tested where the record is:
+    # show (meta.json), rerun/resume (the sweep's --json, as above), replay (one ReplayOutcome per line),
+    # hosts check (tests of harness/hostcheck.py).
+    elsewhere = {"show", "rerun", "resume", "replay", "hosts check"}
+    assert _json_verbs() == set(calls) | elsewhere, "a verb with --json: add it here"
+    for verb, args in calls.items():
+        proc = run_fleet(*args, cwd=tmp_path)
+        assert proc.returncode == 0, (verb, proc.stderr)
+        assert isinstance(json.loads(proc.stdout).get("schema_version"), int), (verb, proc.stdout[:300])
