@@ -1,6 +1,6 @@
 """Schedules end to end: a real `fleet schedule run` (Celery beat) firing a test-only `every_s` schedule within
 seconds, a real `fleet schedule service` running the sweeps, real `fleet worker`s on a test redis-server with
-local-transport hosts, and a webhook receiver (http.server) on loopback."""
+local-transport hosts and with sshd test hosts, and a webhook receiver (http.server) on loopback."""
 
 from __future__ import annotations
 
@@ -222,5 +222,44 @@ def test_a_service_killed_mid_sweep_resumes_it_and_a_queued_fire_runs_after(
         (attempts,) = sweep.attempts.values()
         assert attempts[-1].status == "finished", attempts
         _until("the service idle", lambda: json.loads(state_file.read_text())["status"] == "idle", 30, again)
+    finally:
+        receiver.close()
+
+
+def test_a_schedule_sweeps_sshd_hosts_through_real_workers(tmp_path: Path, ssh_hosts, client_key, redis_server,
+                                                            namespace, workers, procs) -> None:
+    """The same service and beat, against two real sshd test hosts with pinned keys: a fleet, not this machine."""
+    from tests.integration.conftest import write_inventory
+
+    receiver = Receiver([])
+    try:
+        hosts = [ssh_hosts["alpha"], ssh_hosts["bravo"]]
+        inv = write_inventory(tmp_path / "fleet.toml", [h.toml(client_key[0]) for h in hosts])
+        prompts = write_prompts(tmp_path / "prompts", {"01-hello": "say hello"})
+        sched = _schedules(tmp_path / "schedules.toml", inv, prompts, [h.name for h in hosts], every_s=5,
+                           on_late="skip", webhook=receiver.url)
+        runs = tmp_path / "runs"
+        workers([h.name for h in hosts], inv)
+        common = ["--broker", redis_server.url, "--runs", str(runs)]
+        service = Proc(["schedule", "service", *common], tmp_path / "service.log", namespace)
+        procs.append(service)
+        beat = Proc(["schedule", "run", "-f", str(sched), *common], tmp_path / "beat.log", namespace)
+        procs.append(beat)
+
+        def finished() -> list[dict]:
+            return [b["json"] for b in receiver.bodies if b["status"] == 200 and b["json"]["event"] == "finished"]
+
+        _until("the scheduled sweep notified", finished, 240, service, beat)
+        beat.stop()
+        note = finished()[0]
+        assert note["status"] == "finished" and note["harness_failures"] == {} and note["rate"]["graded"] == 2, note
+        sweep = Store(runs).load_sweep(note["sweep"])
+        assert {h.transport for h in sweep.hosts.values()} == {"ssh"}
+        for cell in sweep.cells:
+            last = sweep.last(cell.id)
+            assert last is not None and last.status == "finished" and last.exit_code == 0, (cell.id, last)
+        # The agent really ran on each sshd host: its workspace there got the prompt.
+        for h in hosts:
+            assert list(h.workdir.rglob("received.txt")), h.name
     finally:
         receiver.close()
