@@ -281,7 +281,8 @@ class Settings:
 
     @property
     def celery_broker(self) -> str:
-        return f"sqla+sqlite:///{self.queue_dir / 'broker.sqlite'}" if self.embedded else self.broker_url
+        # harness/sqlitebroker.py: kombu's SQLite transport, polled every 0.1 s instead of every second.
+        return f"fleet-sqla+sqlite:///{self.queue_dir / 'broker.sqlite'}" if self.embedded else self.broker_url
 
     @property
     def celery_backend(self) -> str:

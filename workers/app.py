@@ -88,6 +88,9 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
     share them)."""
     global _settings
     if settings.embedded:
+        from harness.sqlitebroker import register
+
+        register()
         settings.queue_dir.mkdir(parents=True, exist_ok=True)
     # kombu's SQLAlchemy transport hands every transport option to create_engine(): give it none.
     options = {} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s}

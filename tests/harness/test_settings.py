@@ -95,7 +95,7 @@ def test_every_shown_and_logged_value_is_redacted() -> None:
 
 def test_derived_queue_and_slot_places() -> None:
     e = Settings.resolve({"runs": "/tmp/r"}, {})
-    assert e.celery_broker == "sqla+sqlite:////tmp/r/.queue/broker.sqlite"
+    assert e.celery_broker == "fleet-sqla+sqlite:////tmp/r/.queue/broker.sqlite"
     assert e.celery_backend == "db+sqlite:////tmp/r/.queue/results.sqlite"
     assert e.slots_redis == "" and e.slots_dir == Path("/tmp/r/.queue/slots")
     r = Settings.resolve({"broker_url": "redis://h:6379/0"}, {"FLEET_RESULT_BACKEND": "redis://h:6379/1"})
@@ -171,3 +171,18 @@ def test_the_environment_write_finder_finds_writes(tmp_path: Path) -> None:
     sample = tmp_path / "w.py"
     sample.write_text("import os\nos.environ['A'] = '1'\nos.environ.pop('B', None)\ndel os.environ['C']\nos.putenv('D', '')\n")
     assert _environ_writes(sample) == ["w.py:2", "w.py:3", "w.py:4", "w.py:5"]
+
+
+def test_the_embedded_broker_is_polled_every_tenth_of_a_second(tmp_path: Path) -> None:
+    # kombu's default for its SQLite transport is once a second, and every attempt waited on it.
+    from harness.settings import Settings
+    from workers.app import app, configure
+
+    configure(Settings.resolve({"runs": str(tmp_path / "runs")}, {}))
+    with app.connection_for_write() as conn:
+        conn.connect()
+        assert conn.transport.polling_interval == 0.1
+        with conn.SimpleQueue("fleet.test.polling") as queue:  # a real put and get through the SQLite file
+            queue.put({"n": 1})
+            assert queue.get(timeout=5).payload == {"n": 1}
+    assert (tmp_path / "runs" / ".queue" / "broker.sqlite").exists()
