@@ -443,6 +443,7 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
             console.print(f"  {key}: {one_line(str(value))}", markup=False)
     if meta.values:
         console.print(f"  values: {meta.values} (seed {meta.seed})", markup=False)
+    _show_grade(folder, chosen.override if chosen else "")
     console.print("artifacts:")
     for art in meta.artifacts:
         # Names come from the agent's workspace: a newline or an escape sequence in one must not fake a row or
@@ -455,6 +456,38 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
         # The agent's text, its lines and tabs kept, any other control character (an ANSI escape) shown escaped.
         shown = "\n".join("\t".join(one_line(seg) for seg in line.split("\t")) for line in text[:4000].split("\n"))
         console.print(shown + ("\n[... cut, see the file]" if len(text) > 4000 else ""), markup=False)
+
+
+def _show_grade(folder: Path, override: str) -> None:
+    """`fleet show`'s grade part, from the attempt's grade.json: the grade (and the reviewer's that counts instead),
+    why, the guard's stop and which acceptance checks did not pass."""
+    from harness.checks.result import failure_message
+    from harness.grading.model import Grade
+    from harness.recordfile import read_optional
+
+    grade = read_optional(folder / "grade.json", Grade)
+    if grade is None:
+        console.print("grade: " + (f"{one_line(override)} (override; not graded automatically)" if override
+                                   else "not graded yet (no grade.json)"), markup=False)
+        return
+    counted = f"{one_line(override)} (override; automatic {grade.grade})" if override else grade.grade
+    failure = f"; failure {grade.failure}" if grade.failure else ""
+    console.print(f"grade: {counted} (outcome {grade.outcome}{failure}; grader {grade.grader_version}"
+                  + (f", graded {grade.graded_at})" if grade.graded_at else ")"), markup=False, soft_wrap=True)
+    if grade.reasons:
+        console.print("reasons:", markup=False)
+        for reason in grade.reasons:
+            console.print(f"  - {one_line(reason)}", markup=False, soft_wrap=True)
+    if grade.stop:
+        at = f" at call {grade.stop.at_call}" if grade.stop.at_call is not None else ""
+        console.print(f"stop: {one_line(grade.stop.text)} ({one_line(grade.stop.reason)}){at}", markup=False,
+                      soft_wrap=True)
+    if grade.checks:
+        console.print("checks:", markup=False)
+    for check in grade.checks:
+        why = failure_message(check) if check.status in ("failed", "error") else ""
+        console.print(f"  {one_line(check.name)} {check.status}" + (f": {why}" if why else ""), markup=False,
+                      soft_wrap=True)
 
 
 @cli.command()
