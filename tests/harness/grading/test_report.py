@@ -195,3 +195,13 @@ def test_a_check_failure_message_is_one_line_and_cut() -> None:
     assert failure_message(CheckResult(name="c", kind="web", status="error", summary="Chromium did not\nstart")) == \
         "Chromium did not start"
     assert failure_message(CheckResult(name="c", kind="web", status="passed")) == ""
+
+
+def test_every_results_json_field_is_documented() -> None:
+    """docs/report.md names every field results.json has (its models' fields): a new one must be documented."""
+    from harness.report import CellRow, CheckLine, GroupRate, HostModel, Results
+
+    doc = (TESTS.parent / "docs" / "report.md").read_text(encoding="utf-8")
+    for model in (Results, CellRow, CheckLine, GroupRate, HostModel):
+        for name in model.model_fields:
+            assert f"`{name}`" in doc, f"docs/report.md does not name {model.__name__}.{name}"
