@@ -227,11 +227,21 @@ def load_round(file: Path) -> list[Item]:
 
 
 class Catalog(BaseModel):
-    """Every open prompt and round found under one prompts directory."""
+    """Every open prompt and round found under one prompts directory.
+
+    Read with ``partial=True`` (what a sweep does), an item folder or round file that does not validate is
+    kept in ``broken`` with its one-line error, and only a selection that asks for it fails: one bad folder
+    under prompts/ must not stop a night's sweeps of the other items."""
 
     root: str
     open_items: list[Item]
     rounds: dict[str, list[Item]]
+    broken: dict[str, CatalogError] = Field(default_factory=dict, exclude=True)
+    """Open prompt folder name (NN-slug) or round name -> why it cannot be read."""
+    skipped: list[str] = Field(default_factory=list, exclude=True)
+    """Folders under open/ that are not items (not named NN-slug), each said as a warning line."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     def select(self, items: list[str] | None, round_name: str | None) -> list[Item]:
         """Open prompts by NN or id (all of them when neither items nor a round is given), plus a round's tasks."""
@@ -241,33 +251,68 @@ class Catalog(BaseModel):
                 found = [i for i in self.open_items if want in (i.number, i.id)]
                 found += [i for r in self.rounds.values() for i in r if i.id == want]
                 if not found:
+                    self._raise_if_broken(want)
                     known = ", ".join(i.number or i.id for i in self.open_items)
                     raise UsageError(f"{self.root}: unknown item {want!r} (open prompts: {known})")
                 chosen.extend(f for f in found if f not in chosen)
         elif not round_name:
+            for name, error in self.broken.items():
+                if _OPEN_DIR.match(name):
+                    raise error  # every open prompt was asked for, this one among them
             chosen = list(self.open_items)
         if round_name:
             if round_name not in self.rounds:
+                if round_name in self.broken:
+                    raise self.broken[round_name]
                 known = ", ".join(self.rounds) or "none"
                 raise UsageError(f"{self.root}: unknown round {round_name!r} (rounds: {known})")
             chosen.extend(i for i in self.rounds[round_name] if i not in chosen)
         return chosen
 
+    def _raise_if_broken(self, want: str) -> None:
+        for name, error in self.broken.items():
+            m = _OPEN_DIR.match(name)
+            if (m and want in (m.group(1), name)) or (not m and want.startswith(f"{name}.")):
+                raise error
 
-def load_catalog(root: str | Path | None = None) -> Catalog:
-    """Read every item under ``root`` (default: the bundled ``prompts/``)."""
+
+def load_catalog(root: str | Path | None = None, *, partial: bool = False) -> Catalog:
+    """Read every item under ``root`` (default: the bundled ``prompts/``). The first item or round that does
+    not validate raises, unless ``partial``: then it is kept in ``Catalog.broken`` and fails only a selection
+    that asks for it, and a folder under open/ that is no item is skipped with a line in ``Catalog.skipped``."""
     base = Path(root) if root else BUNDLED_PROMPTS_DIR
     if not base.is_dir():
         raise CatalogError(str(base), "", "prompts directory not found")
+    broken: dict[str, CatalogError] = {}
+    skipped: list[str] = []
     open_dir = base / "open"
-    open_items = [load_open_item(d) for d in sorted(open_dir.iterdir()) if d.is_dir()] if open_dir.is_dir() else []
+    open_items = []
+    for d in sorted(open_dir.iterdir()) if open_dir.is_dir() else []:
+        if not d.is_dir():
+            continue
+        if partial and not _OPEN_DIR.match(d.name):
+            skipped.append(f"{d}: not an open prompt (folders are named NN-slug, e.g. 07-photo-renamer); skipped")
+            continue
+        try:
+            open_items.append(load_open_item(d))
+        except CatalogError as exc:
+            if not partial:
+                raise
+            broken[d.name] = exc
     numbers = [i.number for i in open_items]
     dup = sorted({n for n in numbers if numbers.count(n) > 1})
     if dup:
         raise CatalogError(str(open_dir), "", f"two open prompts share the number {dup[0]}")
     rounds_dir = base / "rounds"
-    rounds = {f.stem: load_round(f) for f in sorted(rounds_dir.glob("*.toml"))} if rounds_dir.is_dir() else {}
-    return Catalog(root=str(base), open_items=open_items, rounds=rounds)
+    rounds = {}
+    for f in sorted(rounds_dir.glob("*.toml")) if rounds_dir.is_dir() else []:
+        try:
+            rounds[f.stem] = load_round(f)
+        except CatalogError as exc:
+            if not partial:
+                raise
+            broken[f.stem] = exc
+    return Catalog(root=str(base), open_items=open_items, rounds=rounds, broken=broken, skipped=skipped)
 
 
 def _generate(kind: str, arg: str, rng: random.Random) -> str:

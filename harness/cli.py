@@ -19,8 +19,21 @@ if TYPE_CHECKING:
     from harness.settings import Settings
     from harness.store import Store
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+def _console(stderr: bool) -> Console:
+    """A console that wraps only on a terminal: a log or a pipe gets each line whole, however long (rich would
+    wrap at 80 columns there, and a grep for a cell id or a path would miss half of it)."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream.isatty() else 100_000
+    return Console(stderr=stderr, highlight=False, width=wide)
+
+
+CLI_JSON_SCHEMA_VERSION = 1
+"""The version of the --json objects this module builds itself (sweep, status, rerun, resume, grade, --dry-run,
+settings); the records it prints whole (compare, sweeps, show, overrides, replay lines) carry their own. Keys are
+only ever added; a change of meaning gets a new version."""
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -28,6 +41,20 @@ def _csv(value: str | None) -> list[str] | None:
         return None
     parts = [v.strip() for v in value.split(",") if v.strip()]
     return parts or None
+
+
+def _listed(flag: str, value: str | None) -> list[str] | None:
+    """A comma-separated option's names. Given but naming nothing (``--items ""``, ``--items ,``) or with an
+    empty name in it (``--hosts a,``, a stray comma from a script) is refused: taken as "all" or as "a", it
+    would run what the caller did not ask for."""
+    if value is None:
+        return None
+    parts = [v.strip() for v in value.split(",")]
+    if not any(parts):
+        raise UsageError(f"{flag} {value!r}: names nothing")
+    if not all(parts):
+        raise UsageError(f"{flag} {value!r}: an empty name (a stray comma?)")
+    return parts
 
 
 def _resolve(**options: object) -> "Settings":
@@ -63,13 +90,32 @@ common_no_worker_timeout = click.option(
          "seconds (default: $FLEET_NO_WORKER_TIMEOUT, else wait for one, warning every 30 s).")
 
 
+common_model_port = click.option(
+    "--model-port", "model_port", default=None, metavar="PORT",
+    help="Serve the scripted model (the embedded default's) on PORT instead of the inventory's base_url port; "
+         "without it a busy port is replaced by a free one (default: $FLEET_MODEL_PORT).")
+
+
 def _max_attempts(help_text: str):
     # No click default: an absent flag leaves the setting's own default (harness/settings.py) in force.
     return click.option("--max-attempts", "max_attempts", type=int, default=None, help=f"{help_text}  [default: 3]")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``fleet --version``: the package version and the harness commit (the one every result records), so a
+    bug report or a host's install names the exact code."""
+    if not value or ctx.resilient_parsing:
+        return
+    from harness import __version__
+    from harness.version import harness_commit
+
+    click.echo(f"fleet {__version__} (harness commit {harness_commit()})")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="fleet-harness", prog_name="fleet")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version and the harness commit, and exit.")
 def cli() -> None:
     """Fleet qualification harness: sweep prompts and rounds over your GPU hosts and grade what comes back."""
 
@@ -111,8 +157,12 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
     from harness.store import Store
 
     _log_settings(settings, verbose)
+    if not settings.embedded:
+        from harness.brokercheck import check_broker_url
+
+        check_broker_url(settings.broker_url)  # before anything is planned or stored: one line within 5 s
     store = Store(settings.runs)
-    prog = SweepProgress(Console(stderr=True) if as_json else console)
+    prog = SweepProgress(err_console if as_json else console)
     started = False
 
     def on_start(sweep: "SweepRecord") -> None:
@@ -202,7 +252,8 @@ def _finish(sweep, store, as_json: bool) -> None:
                     "rerun": sweep.rerun_of(c.id) is not None,
                 }
             )
-        json.dump({"sweep": sweep.id, "path": str(path), "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "sweep": sweep.id, "path": str(path),
+                   "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     console.print(matrix_table(sweep, live))
@@ -229,8 +280,9 @@ def _finish(sweep, store, as_json: bool) -> None:
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, max_attempts, fail_on, as_json, dry_run,
-          runs, broker, verbose, log_file, no_worker_timeout) -> None:
+          runs, broker, verbose, log_file, no_worker_timeout, model_port) -> None:
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
@@ -239,18 +291,21 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     from harness.inventory import load_inventory
 
     gate = _fail_on(fail_on)
+    chosen = {"hosts": _listed("--hosts", hosts), "items": _listed("--items", items),
+              "agents": _listed("--agents", agents)}
     inv = load_inventory(inventory)
-    cat = load_catalog(prompts)
+    # A broken folder under prompts/ fails only a sweep that asks for it (harness/catalog.py, partial).
+    cat = load_catalog(prompts, partial=True)
+    for line in cat.skipped:
+        _warn(one_line(line))
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     if dry_run:  # after the settings: a dry run checks every input the sweep would read, its flags included
-        _print_plan(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
-                    repeat=repeat, label=label, as_json=as_json)
+        _print_plan(inv, cat, **chosen, round_name=round_name, repeat=repeat, label=label, as_json=as_json)
         return
     _coordinate(
         settings,
-        lambda co: co.sweep(inv, cat, hosts=_csv(hosts), items=_csv(items), round_name=round_name, agents=_csv(agents),
-                            repeat=repeat, label=label),
+        lambda co: co.sweep(inv, cat, **chosen, round_name=round_name, repeat=repeat, label=label),
         lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
 
 
@@ -275,8 +330,9 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, max_attempts, fail_on, as_json, runs,
-          broker, verbose, log_file, no_worker_timeout) -> None:
+          broker, verbose, log_file, no_worker_timeout, model_port) -> None:
     """Run cells of a sweep again as new attempts (earlier attempts are kept), with the sweep's recorded
     inventory: one cell (HOST ITEM), or every cell of one host (--host H, narrowed by --items and --agents).
     The table, report and compare then use each cell's latest attempt and say it was rerun.
@@ -301,7 +357,7 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
         if host is None or item is None:
             raise UsageError("name one cell (HOST ITEM) or a host (--host H)")
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     rec = Store(settings.runs).load_sweep(sweep_id)
     if host_opt is not None:
         from harness.coordinator import host_cells
@@ -316,16 +372,6 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
     inv = _inventory_for(rec, inventory)
     _coordinate(settings, lambda co: co.rerun(sweep_id, inv, host, item, agent, rep),
                 lambda result: [result.one_cell(host, item, agent, rep)], gate=gate, as_json=as_json, verbose=verbose)
-
-
-def _listed(flag: str, value: str | None) -> list[str] | None:
-    """A comma-separated option's names; given but naming nothing (``--items ""``, ``--items ,``) is refused."""
-    if value is None:
-        return None
-    names = _csv(value)
-    if not names:
-        raise UsageError(f"{flag} {value!r}: names nothing")
-    return names
 
 
 @cli.command()
@@ -343,8 +389,9 @@ def _listed(flag: str, value: str | None) -> list[str] | None:
 @common_verbose
 @common_log_file
 @common_no_worker_timeout
+@common_model_port
 def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json, runs, broker, verbose, log_file,
-           no_worker_timeout) -> None:
+           no_worker_timeout, model_port) -> None:
     """Run the cells with no attempt, or whose last attempt is a harness failure, with the sweep's recorded
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
@@ -354,7 +401,7 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
 
     gate = _fail_on(fail_on)
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     inv = _inventory_for(Store(settings.runs).load_sweep(sweep_id), inventory)
     _coordinate(settings, lambda co: co.resume(sweep_id, inv, retry_exhausted=retry_exhausted),
                 lambda result: result.cells, gate=gate, as_json=as_json, verbose=verbose)
@@ -368,7 +415,8 @@ def _print_plan(inv, cat, *, as_json: bool, **plan_options: Any) -> None:
     planned = plan_sweep(inv, cat, **plan_options)
     if as_json:
         cells = [{"id": c.id, "host": c.host, "item": c.item, "agent": c.agent, "rep": c.rep} for c in planned.cells]
-        json.dump({"inventory": inv.path, "prompts": cat.root, "cells": cells}, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "inventory": inv.path, "prompts": cat.root,
+                   "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     for c in planned.cells:
@@ -505,7 +553,7 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
     settings = _resolve(broker_url=broker)
     if settings.embedded:
         raise UsageError("fleet worker needs a broker: set FLEET_BROKER_URL or --broker redis://...")
-    names = _csv(hosts)
+    names = _listed("--hosts", hosts)
     if inventory or not names:
         inv = load_inventory(inventory)
         chosen = inv.select(names)
@@ -529,18 +577,20 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
 @_max_attempts("Attempts per cell when the harness fails.")
 @common_log_file
 @common_no_worker_timeout
-@click.option("--json", "as_json", is_flag=True, help="Print a list of {name, value, from, env, flag}.")
-def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, as_json) -> None:
+@common_model_port
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {schema_version, settings: [{name, value, from, env, flag}]}.")
+def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, model_port, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
     (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
     from harness.settings import setting_specs
 
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
-                        no_worker_timeout_s=no_worker_timeout)
+                        no_worker_timeout_s=no_worker_timeout, model_port=model_port)
     if as_json:
         rows = [{"name": s.name, "value": settings.shown(s.name), "from": settings.origin(s.name), "env": s.env,
                  "flag": s.flag} for s in setting_specs()]
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump({"schema_version": CLI_JSON_SCHEMA_VERSION, "settings": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     table: list[tuple[str, str, str]] = [("setting", "value", "from"), *((n, v or "-", o) for n, v, o in settings.rows())]
@@ -1011,7 +1061,7 @@ def hosts_prepare(inventory, names) -> None:
     from workers.transport import connect_for
 
     inv = load_inventory(inventory)
-    chosen = inv.select(_csv(names))
+    chosen = inv.select(_listed("--hosts", names))
     release = source_release()
 
     def prepare(host):

@@ -187,8 +187,11 @@ class Coordinator:
                        self.on_event)
 
     @contextlib.contextmanager
-    def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
-        """Serve each ``model.scripted`` endpoint with the demo scripts (``model.toml``) of the sweep's items."""
+    def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[Inventory]:
+        """Serve each ``model.scripted`` endpoint with the demo scripts (``model.toml``) of the sweep's items, and
+        yield the inventory with each one's actual URL: ``--model-port`` if given, else the inventory's port, else
+        (that port busy: another sweep on this machine) a free one, said as a notice."""
+        import errno
         from pathlib import Path
         from urllib.parse import urlsplit
 
@@ -199,28 +202,47 @@ class Coordinator:
         folders = [Path(i.check_folder) for i in sweep.items.values() if i.check_folder]
         scripts = [str(f) for folder in folders for f in sorted((folder / "models").glob("*.toml"))]
         scripts += [str(folder / "model.toml") for folder in folders if (folder / "model.toml").is_file()]
+        scripted = [name for name in sorted(hosts) if inventory.hosts[name].model.scripted]
+        forced = self.settings.model_port
+        if forced is not None and len(scripted) > 1:
+            raise UsageError(f"--model-port {forced}: {len(scripted)} hosts of this sweep serve a scripted model "
+                             f"({', '.join(scripted)}); give each its port in {inventory.path}")
+        served = dict(inventory.hosts)
         with contextlib.ExitStack() as stack:
-            for name in sorted(hosts):
+            for name in scripted:
                 model = inventory.hosts[name].model
-                if not model.scripted:
-                    continue
                 if not scripts:
                     self.on_warning(f"host {name}: no item of this sweep has a model.toml; its scripted model answers nothing")
                     continue
                 url = urlsplit(model.base_url)
-                try:
-                    server = ScriptedModelServer(scripts, host=url.hostname or "127.0.0.1", port=url.port or 80,
-                                                 model_id=model.id, context_size=model.context,
-                                                 max_output_tokens=model.max_output)
+                bind = url.hostname or "127.0.0.1"
+
+                def server_at(port: int) -> ScriptedModelServer:
+                    server = ScriptedModelServer(scripts, host=bind, port=port, model_id=model.id,
+                                                 context_size=model.context, max_output_tokens=model.max_output)
                     stack.enter_context(server)
+                    return server
+
+                try:
+                    try:
+                        server = server_at(forced if forced is not None else url.port or 80)
+                    except OSError as exc:
+                        if forced is not None or exc.errno != errno.EADDRINUSE:
+                            raise
+                        server = server_at(0)
+                        self.on_notice(f"host {name}: port {url.port} is busy (another sweep on this machine?); "
+                                       f"its scripted model listens on port {server.port} for this sweep")
                 except ScriptError as exc:
                     raise UsageError(str(exc)) from None
                 except OSError as exc:
-                    raise UsageError(
-                        f"{inventory.path}: hosts.{name}.model.base_url: cannot serve the scripted model at "
-                        f"{model.base_url}: {exc.strerror or exc}"
-                    ) from None
-            yield
+                    where = f"--model-port {forced}" if forced is not None else f"{inventory.path}: hosts.{name}.model.base_url"
+                    raise UsageError(f"{where}: cannot serve the scripted model at {bind}:"
+                                     f"{forced if forced is not None else url.port}: {exc.strerror or exc}") from None
+                if server.port != url.port:
+                    netloc = f"[{bind}]:{server.port}" if ":" in bind else f"{bind}:{server.port}"
+                    moved = model.model_copy(update={"base_url": url._replace(netloc=netloc).geturl()})
+                    served[name] = inventory.hosts[name].model_copy(update={"model": moved})
+            yield inventory.model_copy(update={"hosts": served})
 
     @contextlib.contextmanager
     def _workers(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[None]:
@@ -278,7 +300,8 @@ class Coordinator:
                         writer.set_status(sweep, "finished")  # nothing left to run: the sweep has run to its end
                     return sweep
                 app = configure(self.settings)
-                with self._scripted_models(sweep, inventory, hosts), self._workers(sweep, inventory, hosts):
+                with self._scripted_models(sweep, inventory, hosts) as inventory, \
+                        self._workers(sweep, inventory, hosts):
                     d = Dispatcher(
                         app=app, writer=writer, sweep=sweep, inventory=inventory,
                         namespace=self.settings.namespace, retry=self.retry, on_event=self.on_event,
@@ -329,9 +352,8 @@ class Coordinator:
 
 
 def _check_broker(app, settings: Settings) -> None:
-    """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once."""
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, interval_start=0.5, timeout=5)
-    except Exception as exc:  # noqa: BLE001 - kombu, redis and socket errors alike: translated here
-        raise DispatchError(f"cannot reach the broker at {redact(settings.broker_url)}: {exc}") from exc
+    """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once
+    (harness/brokercheck.py: a PING bounded on the reply too, not only on the connect)."""
+    from harness.brokercheck import check_broker_url
+
+    check_broker_url(settings.broker_url)

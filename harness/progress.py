@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from harness.dispatch import Event
@@ -78,12 +79,20 @@ class SweepProgress:
             self.progress.update(self.tasks[host], running=c["running"], finished=c["finished"], failed=c["failed"])
 
 
+def attempts_suffix(attempts: int, rerun: bool) -> str:
+    """What a cell's label adds: ``(2 attempts)`` when the harness tried more than once (retries, reruns), with
+    ``rerun`` when its latest attempt came from `fleet rerun` (its result is newer than the sweep's)."""
+    marks = [f"{attempts} attempts"] if attempts > 1 else []
+    marks += ["rerun"] if rerun else []
+    return f" ({', '.join(marks)})" if marks else ""
+
+
 def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
-    """Host (and agent, when several) x item, each cell listing its repetitions' outcomes (``live``: a
+    """Item x host (and agent, when several), each cell listing its repetitions' outcomes (``live``: a
     coordinator still writes the sweep, so an attempt without a result is running, not abandoned).
 
-    The longer side goes down: a fleet of six hosts with three items has a row per host, one host with ten
-    items a row per item, so the table fits a terminal (or a log 80 columns wide) either way.
+    Always one orientation, an item per row and a host per column, whatever the counts: a nightly log read
+    (or grepped) one night after another has its rows where it had them, and each line starts with its item.
     """
     agents = sorted({c.agent for c in sweep.cells})
     items = list(sweep.items)
@@ -91,24 +100,14 @@ def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
     for c in sweep.cells:
         runner = c.host if len(agents) == 1 else f"{c.host} / {c.agent}"
         text, style = table_label(sweep.last(c.id), live)
-        n = len(sweep.attempts.get(c.id) or [])
-        suffix = f" ×{n}" if n > 1 else ""
-        # A cell whose latest attempt came from `fleet rerun` says so: its result is newer than the sweep's.
-        suffix += " (rerun)" if sweep.rerun_of(c.id) is not None else ""
-        cells[runner][c.item].append(f"[{style}]{text}{suffix}[/]")
+        suffix = attempts_suffix(len(sweep.attempts.get(c.id) or []), sweep.rerun_of(c.id) is not None)
+        cells[runner][c.item].append(f"[{style}]{escape(text + suffix)}[/]")
     runners = list(cells)
     runner_title = "host" if len(agents) == 1 else "host / agent"
     table = Table(title=f"sweep {sweep.id}", show_lines=False)
-    if len(items) > len(runners):
-        table.add_column(f"item \\ {runner_title}", style="bold")
-        for runner in runners:
-            table.add_column(runner)
-        for item in items:
-            table.add_row(item, *(" ".join(cells[r].get(item, ["-"])) for r in runners))
-        return table
-    table.add_column(runner_title, style="bold")
-    for item in items:
-        table.add_column(item)
+    table.add_column(f"item \\ {runner_title}", style="bold")
     for runner in runners:
-        table.add_row(runner, *(" ".join(cells[runner].get(i, ["-"])) for i in items))
+        table.add_column(escape(runner))
+    for item in items:
+        table.add_row(escape(item), *(" ".join(cells[r].get(item, ["-"])) for r in runners))
     return table

@@ -82,6 +82,14 @@ def _path(raw: str) -> Path:
     return Path(raw)
 
 
+def _folder(raw: str) -> Path:
+    # A results directory that names a file failed later as "cannot create FILE: File exists", far from the flag.
+    path = Path(raw)
+    if path.exists() and not path.is_dir():
+        raise ValueError("not a directory (the results directory holds one folder per sweep)")
+    return path
+
+
 def _whole(least: int, unit: str) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         try:
@@ -93,6 +101,16 @@ def _whole(least: int, unit: str) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _port(raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a TCP port, 1 to 65535") from None
+    if not 1 <= value <= 65535:
+        raise ValueError("expected a TCP port, 1 to 65535")
+    return value
 
 
 def _seconds(raw: str) -> float:
@@ -143,7 +161,7 @@ class Settings:
     """The resolved settings of one ``fleet`` process. Build it with :meth:`resolve`; never stored with secrets."""
 
     runs: Path = _setting(
-        Path("runs"), env="FLEET_RUNS", flag="--runs", read_by="coordinator", parse=_path,
+        Path("runs"), env="FLEET_RUNS", flag="--runs", read_by="coordinator", parse=_folder,
         doc="The results directory (sweeps, attempts, index.sqlite; the embedded broker in its .queue/).")
     """The results directory."""
     broker_url: str = _setting(
@@ -201,6 +219,12 @@ class Settings:
         3, flag="--max-attempts", read_by="coordinator", parse=_whole(1, "attempts"),
         doc="Attempts per cell when the harness fails (sweep, rerun, resume).")
     """Attempts per cell on harness failures."""
+    model_port: int | None = _setting(
+        None, env="FLEET_MODEL_PORT", flag="--model-port", read_by="coordinator", parse=_port,
+        default_text="the inventory's, else a free one",
+        doc="The port the coordinator serves a scripted model on (the embedded default's), in place of the one in "
+            "the host's model.base_url; without it a busy port is replaced by a free one (two sweeps on one machine).")
+    """Where the scripted model listens."""
     log_file: Path | None = _setting(
         None, env="FLEET_LOG_FILE", flag="--log-file", read_by="coordinator", parse=_path, default_text="none",
         doc="A file that sweep, rerun and resume append their log to (the resolved settings first).")

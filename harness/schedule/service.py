@@ -180,7 +180,7 @@ class Service:
             if resumed:
                 sweep = co.resume(state.sweep, inv)
             else:
-                sweep = co.sweep(inv, load_catalog(s.prompts or None), hosts=s.hosts, items=s.items,
+                sweep = co.sweep(inv, load_catalog(s.prompts or None, partial=True), hosts=s.hosts, items=s.items,
                                  round_name=s.round, agents=s.agents, repeat=s.repeat, label=s.label)
             summary = self._after(s, sweep, summary)
             self.say(f"schedule {s.name}: sweep {sweep.id} {sweep.status}; pass rate "

@@ -11,6 +11,7 @@ import pytest
 
 from harness.catalog import BUNDLED_PROMPTS_DIR, draw_values, load_catalog, render
 from harness.errors import CatalogError, UsageError
+from tests.support import run_fleet
 
 ITEM_TOML = 'schema_version = 1\ntitle = "T"\ntimeout_s = 60\n'
 ROUND = '''\
@@ -366,3 +367,43 @@ def test_a_prompt_that_is_no_regular_file_of_a_sane_size_is_one_line(tmp_path: P
     make(d / "prompt.md")
     with pytest.raises(CatalogError, match=re.escape(f"{d / 'prompt.md'}: ") + ".*" + re.escape(words)):
         load_catalog(tmp_path)
+
+
+# -- a broken folder fails only the sweeps that ask for it ---------------------------------------------------
+
+
+def _half_broken(tmp_path: Path) -> Path:
+    root = make_prompts(tmp_path, {"03-good": (ITEM_TOML, "hello"), "05-bad": ("title = [", "hi"),
+                                   "notes": (None, None)},
+                        {"mini": ROUND, "wrecked": "schema_version = 1\ntasks = []\n"})
+    (root / "open" / "notes" / "todo.txt").write_text("a folder of notes, not an item\n")
+    return root
+
+
+def test_a_partial_catalog_keeps_the_good_items_and_fails_only_a_selection_of_a_broken_one(tmp_path: Path) -> None:
+    root = _half_broken(tmp_path)
+    cat = load_catalog(root, partial=True)
+    assert [i.id for i in cat.select(["03"], None)] == ["03-good"]
+    assert [i.id for i in cat.select(None, "mini")] == ["mini.one", "mini.two"]
+    assert cat.skipped == [f"{root / 'open' / 'notes'}: not an open prompt (folders are named NN-slug, e.g. "
+                           "07-photo-renamer); skipped"]
+    for items, round_name in ((["05"], None), (["05-bad"], None), (None, None)):
+        with pytest.raises(CatalogError, match=re.escape(f"{root / 'open' / '05-bad' / 'item.toml'}: not valid TOML")):
+            cat.select(items, round_name)
+    for items, round_name in ((None, "wrecked"), (["wrecked.one"], None)):
+        with pytest.raises(CatalogError, match=re.escape(f"{root / 'rounds' / 'wrecked.toml'}: tasks")):
+            cat.select(items, round_name)
+    with pytest.raises(CatalogError):  # read whole, as before, the first broken folder is the answer
+        load_catalog(root)
+
+
+def test_sweep_runs_the_good_items_beside_a_broken_folder(tmp_path: Path) -> None:
+    root = _half_broken(tmp_path / "prompts")
+    ok = run_fleet("sweep", "--prompts", str(root), "--items", "03", "--dry-run", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[0] == "local/03-good/builtin/r1"
+    assert ok.stderr.splitlines() == [f"fleet: warning: {root / 'open' / 'notes'}: not an open prompt (folders are "
+                                      "named NN-slug, e.g. 07-photo-renamer); skipped"]
+    bad = run_fleet("sweep", "--prompts", str(root), "--items", "03,05", "--dry-run", cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.splitlines()[-1].startswith(f"fleet: error: {root / 'open' / '05-bad' / 'item.toml'}: not valid TOML")

@@ -108,6 +108,32 @@ def test_a_bad_max_attempts_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(proc, "--max-attempts '0': expected a whole number of attempts, at least 1")
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["sweep", "--items", ""], "--items '': names nothing"),
+    (["sweep", "--items", ",", "--dry-run"], "--items ',': names nothing"),
+    (["sweep", "--hosts", "local,", "--dry-run"], "--hosts 'local,': an empty name (a stray comma?)"),
+    (["sweep", "--agents", "builtin,,receipt-echo"], "--agents 'builtin,,receipt-echo': an empty name (a stray comma?)"),
+    (["worker", "--hosts", "a,", "--broker", "redis://127.0.0.1:1/0"], "--hosts 'a,': an empty name"),
+    (["hosts", "prepare", "--hosts", " , "], "--hosts ' , ': names nothing"),
+    (["sweep", "--repeat", "two"], "Invalid value for '--repeat': 'two' is not a valid integer"),
+])
+def test_a_list_flag_that_names_nothing_or_an_empty_name_is_refused(tmp_path: Path, args: list[str],
+                                                                     line: str) -> None:
+    # Taken as "every host" or as "a", a stray comma would run what the caller never asked for.
+    proc = run_fleet(*args, cwd=tmp_path)
+    assert_one_line_error(proc, line)
+    assert not (tmp_path / "runs").exists()  # nothing planned, nothing stored
+
+
+@pytest.mark.parametrize("verb", [["sweep", "--items", "04"], ["status"], ["sweeps"], ["prune", "--keep", "1"],
+                                  ["settings"]])
+def test_runs_naming_a_file_is_one_line(tmp_path: Path, verb: list[str]) -> None:
+    (tmp_path / "results.txt").write_text("not a folder\n")
+    proc = run_fleet(*verb, "--runs", "results.txt", cwd=tmp_path)
+    assert_one_line_error(proc, "--runs 'results.txt': not a directory")
+    assert (tmp_path / "results.txt").read_text() == "not a folder\n"
+
+
 def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_path: Path) -> None:
     secret = "s3cr3t-pw"
     proc = run_fleet("settings", "--max-attempts", "5", "--json", cwd=tmp_path,
@@ -163,3 +189,65 @@ def test_fleet_show_escapes_what_the_agent_named_and_wrote(tmp_path: Path) -> No
                 and "\\n" not in line]
     assert "line one\n\\x1b]0;pwned\\x07" in proc.stdout and "kept tab" in proc.stdout  # rich shows the tab as spaces
     assert "error: bad\\x1b[31m red" in proc.stdout
+
+
+def test_version_names_the_harness_commit(tmp_path: Path) -> None:
+    from harness import __version__
+
+    proc = run_fleet("--version", cwd=tmp_path, FLEET_HARNESS_COMMIT="0123abcd-dirty")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"fleet {__version__} (harness commit 0123abcd-dirty)\n"
+    unset = subprocess.run([*fleet_argv(), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "FLEET_HARNESS_COMMIT"})
+    from harness.version import harness_commit
+
+    assert unset.stdout == f"fleet {__version__} (harness commit {harness_commit()})\n"
+
+
+def _json_verbs() -> set[str]:
+    import click
+
+    from harness.cli import cli
+
+    found: set[str] = set()
+
+    def walk(group: click.Group, prefix: str) -> None:
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+            elif any(p.name == "as_json" for p in cmd.params):
+                found.add(f"{prefix}{name}")
+
+    walk(cli, "")
+    return found
+
+
+def test_every_json_output_carries_a_schema_version(tmp_path: Path) -> None:
+    from harness.store import Store
+    from tests.support import synthetic_sweep
+
+    runs = tmp_path / "runs"
+    sweep = synthetic_sweep(hosts=1, items=1)
+    sweep.status = "finished"
+    with Store(runs).writer(sweep.id) as w:
+        w.save_sweep(sweep)
+    r = ["--runs", str(runs)]
+    calls = {
+        "sweep": ["sweep", "--dry-run", "--json", "--items", "04"],
+        "status": ["status", sweep.id, "--json", *r],
+        "settings": ["settings", "--json", *r],
+        "sweeps": ["sweeps", "--json", *r],
+        "compare": ["compare", sweep.id, sweep.id, "--json", *r],
+        "grade": ["grade", sweep.id, "--json", *r],
+        "schedule list": ["schedule", "list", "-f", str(Path(__file__).parents[2] / "inventory" / "schedules.example.toml"),
+                          "--json"],
+    }
+    # Printed whole from records that carry their own schema_version, each tested where the record is:
+    # show (meta.json), rerun/resume (the sweep's --json, as above), replay (one ReplayOutcome per line),
+    # hosts check (tests of harness/hostcheck.py).
+    elsewhere = {"show", "rerun", "resume", "replay", "hosts check"}
+    assert _json_verbs() == set(calls) | elsewhere, "a verb with --json: add it here"
+    for verb, args in calls.items():
+        proc = run_fleet(*args, cwd=tmp_path)
+        assert proc.returncode == 0, (verb, proc.stderr)
+        assert isinstance(json.loads(proc.stdout).get("schema_version"), int), (verb, proc.stdout[:300])

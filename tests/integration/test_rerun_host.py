@@ -56,7 +56,7 @@ def test_a_host_rerun_adds_attempts_and_every_view_says_rerun(tmp_path):
 
     every = run_embedded(["rerun", "--sweep", sweep_id, "--host", "local"], tmp_path, home)
     assert every.returncode == 0, every.stderr[-3000:]
-    assert _rows(every.stdout) == {"07-photo-renamer": "DELIVERED ×3 (rerun)", "12-explain-only": "DELIVERED ×2 (rerun)"}, every.stdout
+    assert _rows(every.stdout) == {"07-photo-renamer": "DELIVERED (3 attempts, rerun)", "12-explain-only": "DELIVERED (2 attempts, rerun)"}, every.stdout
     record = json.loads((runs / sweep_id / "sweep.json").read_text())
     # Earlier attempts are kept; each rerun is recorded with the attempt it began with.
     assert [a["attempt"] for a in record["attempts"]["local/07-photo-renamer/builtin/r1"]] == [1, 2, 3]

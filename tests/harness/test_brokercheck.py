@@ -1,0 +1,72 @@
+"""A broker URL is checked before anything is planned: one line naming the URL, password hidden, within 5 s."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.brokercheck import check_broker_url
+from harness.errors import DispatchError
+from tests.support import run_fleet
+
+
+@pytest.fixture
+def black_hole():
+    """A loopback port that accepts connections and never answers: what a hung Redis or a proxy looks like."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_a_broker_that_accepts_and_never_answers_is_one_error_within_the_bound(black_hole: int) -> None:
+    started = time.monotonic()
+    with pytest.raises(DispatchError) as caught:
+        check_broker_url(f"redis://:hunter2@127.0.0.1:{black_hole}/0", timeout_s=1.0)
+    assert time.monotonic() - started < 2.0
+    assert f"redis://:***@127.0.0.1:{black_hole}/0" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_closed_port_is_one_error_naming_the_url() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again at once: nothing listens there
+    with pytest.raises(DispatchError, match=f"cannot reach the broker at redis://127.0.0.1:{port}/0"):
+        check_broker_url(f"redis://127.0.0.1:{port}/0", timeout_s=1.0)
+
+
+def test_sweep_against_a_silent_broker_says_so_in_one_line_within_5_s_and_stores_nothing(
+        black_hole: int, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = run_fleet("sweep", "--items", "04", "--runs", str(tmp_path / "runs"),
+                     "--broker", f"redis://:hunter2@127.0.0.1:{black_hole}/0", cwd=tmp_path)
+    took = time.monotonic() - started
+    assert took < 5.0, took
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"fleet: error: cannot reach the broker at redis://:***@127.0.0.1:{black_hole}/0: "
+        "no answer within the timeout (Timeout reading from socket)"]
+    assert not list((tmp_path / "runs").glob("2*"))  # no sweep planned or stored
