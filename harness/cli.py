@@ -620,8 +620,8 @@ def hosts_check(inventory, names, agents, as_json) -> None:
     from harness.inventory import load_inventory
 
     inv = load_inventory(inventory)
-    chosen = inv.select(_csv(names))
-    counted = _counted_agents(inv, chosen, _csv(agents))
+    chosen = inv.select(_listed("--hosts", names))
+    counted = _counted_agents(inv, chosen, _listed("--agents", agents))
     results = check_hosts(chosen, counted)
     if as_json:
         json.dump(_hosts_check_json(inv, counted, results), sys.stdout, indent=2)
@@ -655,7 +655,7 @@ def _counted_agents(inv: "Inventory", chosen: list["Host"], agents: list[str] | 
 
 def _hosts_check_json(inv: "Inventory", counted: list[str] | None, results: list["HostCheck"]) -> dict[str, Any]:
     """`fleet hosts check --json`: one object (docs/inventory.md, Checking the hosts)."""
-    return {"schema_version": 1, "inventory": str(inv.path), "agents_counted": counted,
+    return {"schema_version": CLI_JSON_SCHEMA_VERSION, "inventory": str(inv.path), "agents_counted": counted,
             "hosts": [r.as_dict() for r in results], "ready": [r.host for r in results if r.ok],
             "not_ready": {r.host: r.why for r in results if not r.ok}}
 

@@ -75,3 +75,7 @@ def test_hosts_check_names_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
                    '[hosts.local.agents.echo]\ncommand = ["echo", "{prompt_file}"]\n')
     proc = run_fleet("hosts", "check", "-i", str(inv), "--agents", "nosuch", cwd=tmp_path)
     assert_one_line_error(proc, "--agents", "'nosuch'")
+    # A stray comma counts no agent by mistake: refused, like the sweep's list flags.
+    assert_one_line_error(run_fleet("hosts", "check", "-i", str(inv), "--agents", ",", cwd=tmp_path), "--agents", "names nothing")
+    assert_one_line_error(run_fleet("hosts", "check", "-i", str(inv), "--hosts", "local,", cwd=tmp_path), "--hosts",
+                          "an empty name")
