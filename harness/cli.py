@@ -286,7 +286,16 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
     """Plan the cells, dispatch them, show progress, and print the host x item table.
 
     Exit status: 0 when the sweep ran to its end and measured at least one cell; 3 when every cell ended in
-    HARNESS_FAILURE; 4 when --fail-on matched; 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP)."""
+    HARNESS_FAILURE; 4 when --fail-on matched; 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP).
+
+    \b
+    Examples:
+      fleet sweep
+      fleet sweep --items 07,09 --label nightly
+      fleet sweep -i fleet.toml --hosts tower1,mac --agents builtin,openclaw --repeat 3
+      fleet sweep --round qualification --fail-on HARNESS_FAILURE --json > sweep.json
+      fleet sweep -i fleet.toml --dry-run
+    """
     from harness.catalog import load_catalog
     from harness.inventory import load_inventory
 
@@ -324,7 +333,7 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @_max_attempts("Attempts for each cell when the harness fails.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
 @common_runs
 @common_broker
 @common_verbose
@@ -383,7 +392,7 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
               help="Also run cells that used all their attempts, with a fresh budget of --max-attempts.")
 @click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
               help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
 @common_runs
 @common_broker
 @common_verbose
@@ -396,7 +405,13 @@ def resume(sweep_id, inventory, max_attempts, retry_exhausted, fail_on, as_json,
     inventory. Attempts still marked running (their coordinator stopped) are settled first: their result
     is taken if it came, else they are recorded as abandoned.
 
-    Exit status as for `fleet sweep`, over every cell of the sweep."""
+    Exit status as for `fleet sweep`, over every cell of the sweep.
+
+    \b
+    Examples:
+      fleet resume 20261204-031500-nightly
+      fleet resume 20261204-031500-nightly --retry-exhausted --max-attempts 2
+    """
     from harness.store import Store
 
     gate = _fail_on(fail_on)
@@ -433,10 +448,16 @@ def _inventory_for(rec, override: str | None):
 
 @cli.command()
 @click.argument("sweep_id", required=False)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
 @common_runs
 def status(sweep_id, as_json, runs) -> None:
-    """A sweep's state and table (the latest sweep if no id is given)."""
+    """A sweep's state and table (the latest sweep if no id is given).
+
+    \b
+    Examples:
+      fleet status
+      fleet status 20261204-031500-nightly --json
+    """
     store = _store(runs)
     sweep_id = sweep_id or store.latest_sweep()
     _finish(store.load_sweep(sweep_id), store, as_json)
@@ -446,13 +467,19 @@ def status(sweep_id, as_json, runs) -> None:
 @click.argument("sweep_id")
 @click.argument("host")
 @click.argument("item")
-@click.option("--agent", default=None)
-@click.option("--rep", type=int, default=None)
+@click.option("--agent", default=None, help="The cell's agent, when the sweep has several.")
+@click.option("--rep", type=int, default=None, help="The cell's repetition, when it has several.")
 @click.option("--attempt", type=int, default=None, help="Attempt number (default: the last).")
 @click.option("--json", "as_json", is_flag=True, help="Print meta.json.")
 @common_runs
 def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
-    """One cell: its attempts, the chosen attempt's meta, overrides, artifacts and answer."""
+    """One cell: its attempts, the chosen attempt's meta, overrides, artifacts and answer.
+
+    \b
+    Examples:
+      fleet show 20261204-031500-nightly tower1 07
+      fleet show 20261204-031500-nightly tower1 07 --agent openclaw --attempt 1 --json
+    """
     from harness.grading.override import GradeOverride, read_grade_history
     from harness.outcome import STYLES, label
     from rich.markup import escape
@@ -542,11 +569,17 @@ def _show_grade(folder: Path, override: str) -> None:
 @click.option("--hosts", help="Comma-separated host names whose queues to consume (default: all).")
 @common_inventory
 @click.option("--concurrency", type=int, default=None, help="Pool size (default: the hosts' slots added up).")
-@click.option("--loglevel", default="INFO", show_default=True)
+@click.option("--loglevel", default="INFO", show_default=True, help="Celery's log level: DEBUG, INFO, WARNING, ERROR.")
 @click.option("--name", default="fleet", show_default=True, help="Worker node name (NAME@this-machine), kept in each attempt's meta.")
 @common_broker
 def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
-    """Start a Celery worker consuming the named hosts' queues (needs a Redis broker)."""
+    """Start a Celery worker consuming the named hosts' queues (needs a Redis broker).
+
+    \b
+    Examples:
+      fleet worker -i fleet.toml --hosts tower1,tower2 --broker redis://coordinator:6379/0
+      FLEET_NAMESPACE=nightly fleet worker -i fleet.toml --concurrency 4
+    """
     from harness.inventory import load_inventory
     from workers.app import configure, queue_for
 
@@ -582,7 +615,13 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
               help="Print {schema_version, settings: [{name, value, from, env, flag}]}.")
 def settings_(runs, broker, max_attempts, log_file, no_worker_timeout, model_port, as_json) -> None:
     """Print every setting as this command line and environment resolve it, and where each value came from
-    (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means."""
+    (default, env FLEET_<NAME>, flag --x); secrets redacted. docs/settings.md says what each one means.
+
+    \b
+    Examples:
+      fleet settings
+      fleet settings --broker redis://127.0.0.1:6379/0 --json
+    """
     from harness.settings import setting_specs
 
     settings = _resolve(runs=runs, broker_url=broker, max_attempts=max_attempts, log_file=log_file,
@@ -612,10 +651,16 @@ def hosts() -> None:
 @click.option("--hosts", "names", help="Comma-separated host names (default: all).")
 @click.option("--agents", "agents", help="Comma-separated agent names the sweep will use: only these count towards "
               "a host being ready (default: none; a missing agent is shown, the host stays ready).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: hosts, ready, not_ready.")
 def hosts_check(inventory, names, agents, as_json) -> None:
     """Per host: SSH reachable, host key matches the pin, model endpoint answers /v1/models, free disk, agents;
-    a closing line names the hosts that are not ready and why. Exit 1 if any is not ready."""
+    a closing line names the hosts that are not ready and why. Exit 1 if any is not ready.
+
+    \b
+    Examples:
+      fleet hosts check -i fleet.toml
+      fleet hosts check -i fleet.toml --hosts tower1,mac --agents builtin,opencode --json
+    """
     from harness.hostcheck import check_hosts, summary_line
     from harness.inventory import load_inventory
 
@@ -682,7 +727,8 @@ def _hosts_check_table(title: str, results: list["HostCheck"]) -> "Table":
 @click.argument("sweep_id")
 @click.option("--host", default=None, help="Only this host's cells.")
 @click.option("--item", default=None, help="Only this item's cells (number or id).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: the sweep's, as `fleet status --json`; with --override the override record.")
 @click.option("--override", "override", default=None, metavar="GRADE",
               help="A reviewer's grade for one cell (--host and --item, with --agent and --rep when needed), counted "
               "in place of the automatic one, which stays; needs --reason and --author (docs/grading.md, Overrides).")
@@ -694,7 +740,14 @@ def _hosts_check_table(title: str, results: list["HostCheck"]) -> "Table":
 @common_runs
 def grade(sweep_id, host, item, as_json, override, reason, author, agent, rep, attempt, runs) -> None:
     """Regrade stored attempts without rerunning anything; every earlier grade is kept in grades.jsonl. With
-    --override: a reviewer's grade of one cell's attempt instead, with its reason and author."""
+    --override: a reviewer's grade of one cell's attempt instead, with its reason and author.
+
+    \b
+    Examples:
+      fleet grade 20261204-031500-nightly
+      fleet grade 20261204-031500-nightly --host tower1 --item 07
+      fleet grade 20261204-031500-nightly --host tower1 --item 07 --override PARTIAL --reason 'renames only half' --author ana
+    """
     from harness.dispatch import grade_attempt
     store = _store(runs)
     if override is not None:
@@ -744,7 +797,13 @@ def _override(store: "Store", sweep_id: str, host: str | None, item: str | None,
 @click.argument("sweep_id", required=False)
 @common_runs
 def report(sweep_id, runs) -> None:
-    """Write REPORT.md, junit.xml and results.json for a sweep (the latest if no id is given)."""
+    """Write REPORT.md, junit.xml and results.json for a sweep (the latest if no id is given).
+
+    \b
+    Examples:
+      fleet report
+      fleet report 20261204-031500-nightly
+    """
     from harness.report import write_report
     store = _store(runs)
     sweep_id = sweep_id or store.latest_sweep()
@@ -762,7 +821,14 @@ def report(sweep_id, runs) -> None:
 @common_runs
 def compare(baseline, candidate, as_json, show_all, fail_on_regressions, runs) -> None:
     """Compare two sweeps cell by cell: regressions first, the counts, both pass rates, the exact sign test and
-    subtotals per host and agent. BASELINE may be `previous`: the latest earlier sweep with CANDIDATE's label."""
+    subtotals per host and agent. BASELINE may be `previous`: the latest earlier sweep with CANDIDATE's label.
+
+    \b
+    Examples:
+      fleet compare previous 20261204-031500-nightly
+      fleet compare 20261203-031500-nightly 20261204-031500-nightly --all
+      fleet compare previous 20261204-031500-nightly --fail-on-regressions 0 --json
+    """
     from harness.compare import compare_sweeps
     from harness.errors import RegressionGate
     from harness.sweeplist import previous_sweep
@@ -799,7 +865,14 @@ def compare(baseline, candidate, as_json, show_all, fail_on_regressions, runs) -
 @click.option("--sweep", "sweep_id", default=None, help="The sweep --export writes (default: the latest).")
 def dashboard(runs, bind, port, token, export_dir, sweep_id) -> None:
     """Serve the results directory in a browser: sweeps and their trend, a sweep's matrix (live while it runs),
-    a cell's story, compare, replays, hosts, and grade overrides with the token (docs/dashboard.md)."""
+    a cell's story, compare, replays, hosts, and grade overrides with the token (docs/dashboard.md).
+
+    \b
+    Examples:
+      fleet dashboard
+      FLEET_DASHBOARD_TOKEN=s3cret fleet dashboard --port 8780
+      fleet dashboard --export site/ --sweep 20261204-031500-nightly
+    """
     store = _store(runs)
     token = token if token is not None else os.environ.get("FLEET_DASHBOARD_TOKEN") or None
     if export_dir is not None:
@@ -906,7 +979,13 @@ def prune_(keep, older_than, label, dry_run, runs) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/compare.md).")
 @common_runs
 def sweeps_(label, limit, as_json, runs) -> None:
-    """List the sweeps, newest first: id, label, date, hosts, items, agents, status and pass rate."""
+    """List the sweeps, newest first: id, label, date, hosts, items, agents, status and pass rate.
+
+    \b
+    Examples:
+      fleet sweeps
+      fleet sweeps --label nightly --limit 7 --json
+    """
     from harness.sweeplist import list_sweeps
 
     listing = list_sweeps(_store(runs), label=label, limit=limit)
@@ -935,7 +1014,13 @@ def sweeps_(label, limit, as_json, runs) -> None:
 def import_(format_name, path, out) -> None:
     """Import another agent's recorded sessions (FORMAT: pixel-fleet, openclaw-jsonl, openclaw-sqlite, opencode,
     hermes) as attempt-like folders, one per run,
-    grade each (grade.json, grades.jsonl) and print it."""
+    grade each (grade.json, grades.jsonl) and print it.
+
+    \b
+    Examples:
+      fleet import pixel-fleet tests/fixtures/pixel-fleet/photo-renamer-bfb62a2b.json
+      fleet import openclaw-jsonl ~/.openclaw/agents/main/sessions/abc.jsonl --out imported/abc
+    """
     from harness.importers import grade_folder, import_to_folder
     from harness.store import write_grade_files
 
@@ -955,7 +1040,12 @@ def transcript() -> None:
 @transcript.command("check")
 @click.argument("file")
 def transcript_check(file) -> None:
-    """Validate a transcript.jsonl line by line and print how many events of each kind it holds."""
+    """Validate a transcript.jsonl line by line and print how many events of each kind it holds.
+
+    \b
+    Examples:
+      fleet transcript check runs/SWEEP/local/07-photo-renamer/builtin/r1/attempt-1/transcript.jsonl
+    """
     from collections import Counter
 
     from harness.transcript import read_transcript
@@ -976,7 +1066,13 @@ def guard() -> None:
 @click.option("--exit-code", type=int, default=None, help="The test command's exit status.")
 @click.option("--command", "command", default=None, help="The test command that printed the output.")
 def guard_verdict(file, exit_code, command) -> None:
-    """What the test-verdict recognizer makes of a test command's output (FILE, or - for stdin), as JSON."""
+    """What the test-verdict recognizer makes of a test command's output (FILE, or - for stdin), as JSON.
+
+    \b
+    Examples:
+      python -m pytest -q > out.txt; fleet guard verdict out.txt --exit-code $? --command 'python -m pytest -q'
+      python -m unittest 2>&1 | fleet guard verdict - --command 'python -m unittest'
+    """
     from harness.guard.verdict import recognize
 
     if file == "-":
@@ -1005,7 +1101,14 @@ def guard_verdict(file, exit_code, command) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per (session, policy) per line.")
 @common_runs
 def replay(sources, policies, edits, fmt, jobs, show_all, as_json, runs) -> None:
-    """Replay recorded sessions (a sweep id, a folder, or session files) through guard policies, offline."""
+    """Replay recorded sessions (a sweep id, a folder, or session files) through guard policies, offline.
+
+    \b
+    Examples:
+      fleet replay 20261204-031500-nightly
+      fleet replay imported/ --policy default --policy my-guard.toml
+      fleet replay session.json --policy git:HEAD~1 --policy default --json
+    """
     from harness.importers import IMPORTERS
     from harness.replay.command import print_progress, render_json, render_text, run_replay
     from harness.replay.sources import TRANSCRIPT
@@ -1027,13 +1130,19 @@ def model() -> None:
 @model.command("serve")
 @click.option("--script", "script", required=True, multiple=True,
               help="Script file, folder or glob (TOML or JSON, see docs/scripted-model.md); repeat for a script set.")
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
 @click.option("--port", default=8765, show_default=True, help="0 picks a free port.")
 @click.option("--model-id", default=None, help="Model id to serve (default: the script's, else scripted-model).")
 @click.option("--log", "log_path", default=None, help="Append every request and answer to this JSONL file.")
 @click.option("--check", is_flag=True, help="Read and validate the scripts, print them, and exit without serving.")
 def model_serve(script, host, port, model_id, log_path, check) -> None:
-    """Serve a script over HTTP until interrupted; prints `listening on URL` first."""
+    """Serve a script over HTTP until interrupted; prints `listening on URL` first.
+
+    \b
+    Examples:
+      fleet model serve --script prompts/open/07-photo-renamer/model.toml --port 8765
+      fleet model serve --script 'prompts/open/*/model.toml' --check
+    """
     from harness.modelserver import ScriptError, load_scripts, serve
 
     try:
@@ -1052,7 +1161,13 @@ def model_serve(script, host, port, model_id, log_path, check) -> None:
 @common_inventory
 @click.option("--hosts", "names", help="Comma-separated host names (default: all).")
 def hosts_prepare(inventory, names) -> None:
-    """Install this harness (this exact code) into a virtual environment on each host, if not there yet."""
+    """Install this harness (this exact code) into a virtual environment on each host, if not there yet.
+
+    \b
+    Examples:
+      fleet hosts prepare -i fleet.toml
+      fleet hosts prepare -i fleet.toml --hosts tower1
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     from harness.errors import InfrastructureError
@@ -1104,7 +1219,13 @@ def _schedule_settings(runs: str | None, broker: str | None, log_file: str | Non
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with a schema_version.")
 def schedule_list(file, as_json) -> None:
     """Check the schedules file and print each schedule with its next fire time, e.g. `fleet schedule list -f
-    inventory/schedules.example.toml`."""
+    inventory/schedules.example.toml`.
+
+    \b
+    Examples:
+      fleet schedule list -f inventory/schedules.example.toml
+      fleet schedule list -f schedules.toml --json
+    """
     from harness.schedule import load_schedules, next_fire
 
     parsed = load_schedules(file)
@@ -1131,7 +1252,12 @@ def schedule_list(file, as_json) -> None:
 @common_broker
 def schedule_run(file, state, loglevel, runs, broker) -> None:
     """Run Celery beat: each schedule's fire goes to the control queue, where `fleet schedule service` runs the
-    sweep. Needs Redis, e.g. `fleet schedule run -f schedules.toml --broker redis://127.0.0.1:6379/0`."""
+    sweep. Needs Redis, e.g. `fleet schedule run -f schedules.toml --broker redis://127.0.0.1:6379/0`.
+
+    \b
+    Examples:
+      fleet schedule run -f schedules.toml --broker redis://127.0.0.1:6379/0
+    """
     from harness.schedule import load_schedules
     from harness.schedule.beat import run_beat
 
@@ -1148,7 +1274,12 @@ def schedule_run(file, state, loglevel, runs, broker) -> None:
 @common_log_file
 def schedule_service(runs, broker, log_file) -> None:
     """The coordinator service: run each fired schedule's sweep, its report, comparison and notification; resume
-    a sweep a stopped service left. Needs Redis, e.g. `fleet schedule service --broker redis://127.0.0.1:6379/0`."""
+    a sweep a stopped service left. Needs Redis, e.g. `fleet schedule service --broker redis://127.0.0.1:6379/0`.
+
+    \b
+    Examples:
+      fleet schedule service --broker redis://127.0.0.1:6379/0 --log-file /var/log/fleet/service.log
+    """
     from harness.schedule.service import Service, line_logger
 
     settings = _schedule_settings(runs, broker, log_file)

@@ -140,7 +140,7 @@ def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_pat
                      FLEET_BROKER_URL=f"redis://:{secret}@127.0.0.1:6379/0", FLEET_SLOT_TTL="3")
     assert proc.returncode == 0, proc.stderr
     assert secret not in proc.stdout + proc.stderr
-    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["settings"]}
     assert rows["broker_url"] == {"name": "broker_url", "value": "redis://:***@127.0.0.1:6379/0",
                                   "from": "env FLEET_BROKER_URL", "env": "FLEET_BROKER_URL", "flag": "--broker"}
     assert (rows["slot_ttl_s"]["value"], rows["slot_ttl_s"]["from"]) == ("3", "env FLEET_SLOT_TTL")
@@ -251,3 +251,22 @@ def test_every_json_output_carries_a_schema_version(tmp_path: Path) -> None:
         proc = run_fleet(*args, cwd=tmp_path)
         assert proc.returncode == 0, (verb, proc.stderr)
         assert isinstance(json.loads(proc.stdout).get("schema_version"), int), (verb, proc.stdout[:300])
+
+
+def test_every_verb_describes_each_option_and_shows_an_example() -> None:
+    import click
+
+    from harness.cli import cli
+
+    def walk(group: click.Group, prefix: str):
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                assert cmd.help, f"fleet {prefix}{name}: no help"
+                yield from walk(cmd, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", cmd
+
+    for path, cmd in walk(cli, ""):
+        bare = [p.name for p in cmd.params if isinstance(p, click.Option) and not p.help]
+        assert not bare, f"fleet {path}: options without help: {bare}"
+        assert "Example" in (cmd.help or ""), f"fleet {path}: its --help shows no example"
