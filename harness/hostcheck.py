@@ -54,9 +54,13 @@ def readiness(res: HostCheck, counted: Sequence[str] | None = None) -> tuple[boo
     agent that is not installed is shown as missing but does not keep the host from being ready."""
     problems = []
     if res.ssh not in ("ok", "local", "connected"):
-        problems.append(f"ssh {res.ssh}")
+        # The error names the host ("failed: HOST: ..."); the closing line names it already.
+        problems.append("ssh " + res.ssh.replace(f"failed: {res.host}: ", "failed: ", 1))
     if res.host_key.startswith("MISMATCH"):
-        problems.append(f"host key {res.host_key}")
+        # The transport's message ("HOST: host key mismatch: ...", both fingerprints) says it already, and the
+        # closing line names the host: each said once.
+        text = res.host_key.removeprefix("MISMATCH: ").removeprefix(f"{res.host}: ")
+        problems.append(text if text.startswith("host key") else f"host key {text}")
     elif res.model not in ("ok", SCRIPTED):
         # "not checked" when the connection failed: the SSH problem above already says why.
         if res.model != "not checked":

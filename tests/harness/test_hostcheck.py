@@ -25,7 +25,7 @@ def _ok(name: str, **fields: object) -> HostCheck:
 
 def _mismatch(name: str) -> HostCheck:
     return HostCheck(host=name, ssh="connected",
-                     host_key=f"MISMATCH: host key mismatch: 127.0.0.1:2222 offered ssh-ed25519 {OFFERED}, "
+                     host_key=f"MISMATCH: {name}: host key mismatch: 127.0.0.1:2222 offered ssh-ed25519 {OFFERED}, "
                               f"the inventory pins {PINNED}")
 
 
@@ -42,8 +42,10 @@ def test_ssh_pin_and_model_make_a_host_not_ready_and_say_why() -> None:
     assert readiness(_ok("a", model="down: URLError: refused")) == (False, "model down: URLError: refused")
     assert readiness(_ok("a", model=SCRIPTED)) == (True, "")
     assert readiness(HostCheck(host="a", ssh="failed: SSH connect timed out")) == (False, "ssh failed: SSH connect timed out")
+    assert readiness(HostCheck(host="mac", ssh="failed: mac: SSH authentication failed")) == (
+        False, "ssh failed: SSH authentication failed")  # the closing line names the host once
     ok, why = readiness(_mismatch("c"))
-    assert not ok and why.startswith("host key MISMATCH") and OFFERED in why and PINNED in why
+    assert not ok and why.startswith("host key mismatch: 127.0.0.1:2222 offered") and OFFERED in why and PINNED in why
 
 
 def test_the_closing_line_names_each_host_not_ready() -> None:

@@ -120,14 +120,14 @@ def test_hosts_check_reports_ssh_pin_model_and_disk(tmp_path, ssh_hosts, client_
     assert not res["bravo"]["ok"] and res["bravo"]["model"].startswith("down:")
     assert not res["charlie"]["ok"] and res["charlie"]["host_key"].startswith("MISMATCH")
     assert shown["not_ready"]["bravo"].startswith("model down:")
-    assert shown["not_ready"]["charlie"].startswith("host key MISMATCH")
+    assert shown["not_ready"]["charlie"].startswith("host key mismatch: ")
     fingerprints = re.findall(r"SHA256:[A-Za-z0-9+/]+", res["charlie"]["host_key"])
     assert len(fingerprints) == 2 and fingerprints[0] != fingerprints[1]
     assert text.returncode == 1, text.stderr
     for fp in fingerprints:
         assert fp in table_column(text.stdout, 4)  # host, ok, ssh, host key
     last = text.stdout.strip().splitlines()[-1]
-    assert last.startswith("1 of 3 hosts ready; not ready: bravo (model down:") and "charlie (host key MISMATCH" in last
+    assert last.startswith("1 of 3 hosts ready; not ready: bravo (model down:") and "charlie (host key mismatch: " in last
 
 
 def test_a_failing_model_result_is_not_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
