@@ -518,6 +518,7 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
             console.print(f"  {key}: {one_line(str(value))}", markup=False)
     if meta.values:
         console.print(f"  values: {meta.values} (seed {meta.seed})", markup=False)
+    _show_grade(folder, chosen.override if chosen else "")
     console.print("artifacts:")
     for art in meta.artifacts:
         # Names come from the agent's workspace: a newline or an escape sequence in one must not fake a row or
@@ -530,6 +531,38 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
         # The agent's text, its lines and tabs kept, any other control character (an ANSI escape) shown escaped.
         shown = "\n".join("\t".join(one_line(seg) for seg in line.split("\t")) for line in text[:4000].split("\n"))
         console.print(shown + ("\n[... cut, see the file]" if len(text) > 4000 else ""), markup=False)
+
+
+def _show_grade(folder: Path, override: str) -> None:
+    """`fleet show`'s grade part, from the attempt's grade.json: the grade (and the reviewer's that counts instead),
+    why, the guard's stop and which acceptance checks did not pass."""
+    from harness.checks.result import failure_message
+    from harness.grading.model import Grade
+    from harness.recordfile import read_optional
+
+    grade = read_optional(folder / "grade.json", Grade)
+    if grade is None:
+        console.print("grade: " + (f"{one_line(override)} (override; not graded automatically)" if override
+                                   else "not graded yet (no grade.json)"), markup=False)
+        return
+    counted = f"{one_line(override)} (override; automatic {grade.grade})" if override else grade.grade
+    failure = f"; failure {grade.failure}" if grade.failure else ""
+    console.print(f"grade: {counted} (outcome {grade.outcome}{failure}; grader {grade.grader_version}"
+                  + (f", graded {grade.graded_at})" if grade.graded_at else ")"), markup=False, soft_wrap=True)
+    if grade.reasons:
+        console.print("reasons:", markup=False)
+        for reason in grade.reasons:
+            console.print(f"  - {one_line(reason)}", markup=False, soft_wrap=True)
+    if grade.stop:
+        at = f" at call {grade.stop.at_call}" if grade.stop.at_call is not None else ""
+        console.print(f"stop: {one_line(grade.stop.text)} ({one_line(grade.stop.reason)}){at}", markup=False,
+                      soft_wrap=True)
+    if grade.checks:
+        console.print("checks:", markup=False)
+    for check in grade.checks:
+        why = failure_message(check) if check.status in ("failed", "error") else ""
+        console.print(f"  {one_line(check.name)} {check.status}" + (f": {why}" if why else ""), markup=False,
+                      soft_wrap=True)
 
 
 @cli.command()
@@ -616,39 +649,78 @@ def hosts() -> None:
 @hosts.command("check")
 @common_inventory
 @click.option("--hosts", "names", help="Comma-separated host names (default: all).")
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def hosts_check(inventory, names, as_json) -> None:
-    """Per host: SSH reachable, host key matches the pin, model endpoint answers /v1/models, free disk.
+@click.option("--agents", "agents", help="Comma-separated agent names the sweep will use: only these count towards "
+              "a host being ready (default: none; a missing agent is shown, the host stays ready).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: hosts, ready, not_ready.")
+def hosts_check(inventory, names, agents, as_json) -> None:
+    """Per host: SSH reachable, host key matches the pin, model endpoint answers /v1/models, free disk, agents;
+    a closing line names the hosts that are not ready and why. Exit 1 if any is not ready.
 
     \b
     Examples:
       fleet hosts check -i fleet.toml
-      fleet hosts check -i fleet.toml --hosts tower1,mac --json
+      fleet hosts check -i fleet.toml --hosts tower1,mac --agents builtin,opencode --json
     """
-    from rich.table import Table
-
-    from harness.hostcheck import check_hosts
+    from harness.hostcheck import check_hosts, summary_line
     from harness.inventory import load_inventory
 
     inv = load_inventory(inventory)
-    results = check_hosts(inv.select(_csv(names)))
+    chosen = inv.select(_listed("--hosts", names))
+    counted = _counted_agents(inv, chosen, _listed("--agents", agents))
+    results = check_hosts(chosen, counted)
     if as_json:
-        json.dump([r.as_dict() for r in results], sys.stdout, indent=2)
+        json.dump(_hosts_check_json(inv, counted, results), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        t = Table(title=f"hosts in {inv.path}")
-        for col in ("host", "ssh", "host key", "model /v1/models", "disk free", "agents"):
-            t.add_column(col)
-        for r in results:
-            t.add_row(
-                r.host, r.ssh, r.host_key, r.model,
-                f"{r.disk_free_mb} MB" if r.disk_free_mb is not None else "?",
-                ", ".join(f"{k}: {v}" for k, v in r.agents.items()),
-                style=None if r.ok else "red",
-            )
-        console.print(t)
+        console.print(_hosts_check_table(f"hosts in {inv.path}", results))
+        # The table may fold a long value; this line is never cut (soft_wrap), so what to fix is always whole.
+        console.print(summary_line(results), markup=False, soft_wrap=True)
     if not all(r.ok for r in results):
         sys.exit(1)
+
+
+if TYPE_CHECKING:  # for the helpers of hosts_check below
+    from rich.table import Table
+
+    from harness.hostcheck import HostCheck
+    from harness.inventory import Host, Inventory
+
+
+def _counted_agents(inv: "Inventory", chosen: list["Host"], agents: list[str] | None) -> list[str] | None:
+    """--agents as given, each checked to be some chosen host's agent (a typo would otherwise count for nothing)."""
+    if not agents:
+        return None
+    known = {a for h in chosen for a in h.agents}
+    unknown = [a for a in agents if a not in known]
+    if unknown:
+        raise UsageError(f"--agents: no chosen host of {inv.path} has agent {unknown[0]!r} "
+                         f"(they have: {', '.join(sorted(known)) or 'none'})")
+    return agents
+
+
+def _hosts_check_json(inv: "Inventory", counted: list[str] | None, results: list["HostCheck"]) -> dict[str, Any]:
+    """`fleet hosts check --json`: one object (docs/inventory.md, Checking the hosts)."""
+    return {"schema_version": CLI_JSON_SCHEMA_VERSION, "inventory": str(inv.path), "agents_counted": counted,
+            "hosts": [r.as_dict() for r in results], "ready": [r.host for r in results if r.ok],
+            "not_ready": {r.host: r.why for r in results if not r.ok}}
+
+
+def _hosts_check_table(title: str, results: list["HostCheck"]) -> "Table":
+    """The hosts table. Every column folds instead of cutting: a fingerprint, a model id or an error must be
+    read whole (a host key mismatch is fixed by comparing two SHA256 strings)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(title))
+    for col in ("host", "ok", "ssh", "host key", "model /v1/models", "disk free", "agents"):
+        t.add_column(col, overflow="fold")
+    for r in results:
+        cells = (r.host, "yes" if r.ok else "no", r.ssh, r.host_key, r.model,
+                 f"{r.disk_free_mb} MB" if r.disk_free_mb is not None else "?",
+                 ", ".join(f"{k}: {v}" for k, v in r.agents.items()))
+        # Text from the host (an error, a version line) is shown as it is, never read as rich markup.
+        t.add_row(*(escape(one_line(c)) for c in cells), style=None if r.ok else "red")
+    return t
 
 
 @cli.command()

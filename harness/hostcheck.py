@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from harness.errors import FleetError, HostKeyMismatch, InfrastructureError
+from harness.errors import FleetError, HostKeyMismatch, InfrastructureError, one_line
 from harness.inventory import Host
 
-__all__ = ["HostCheck", "check_host", "check_hosts"]
+__all__ = ["HostCheck", "check_host", "check_hosts", "readiness", "summary_line"]
 
 # Runs on the host with its Python: asks the model endpoint for /v1/models and reports the ids.
 _MODELS_PROBE = r"""
@@ -41,12 +42,49 @@ class HostCheck:
     disk_free_mb: int | None = None
     agents: dict[str, str] = field(default_factory=dict)
     ok: bool = False
+    why: str = ""  # why the host is not ready, for the closing line and --json's not_ready ('' when it is)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def check_host(host: Host) -> HostCheck:
+def readiness(res: HostCheck, counted: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Whether the host can run attempts, and why not. SSH, the pinned key and the model must be right. An
+    agent counts only when the sweep asks for it (``counted``, the names given to --agents): an optional
+    agent that is not installed is shown as missing but does not keep the host from being ready."""
+    problems = []
+    if res.ssh not in ("ok", "local", "connected"):
+        # The error names the host ("failed: HOST: ..."); the closing line names it already.
+        problems.append("ssh " + res.ssh.replace(f"failed: {res.host}: ", "failed: ", 1))
+    if res.host_key.startswith("MISMATCH"):
+        # The transport's message ("HOST: host key mismatch: ...", both fingerprints) says it already, and the
+        # closing line names the host: each said once.
+        text = res.host_key.removeprefix("MISMATCH: ").removeprefix(f"{res.host}: ")
+        problems.append(text if text.startswith("host key") else f"host key {text}")
+    elif res.model not in ("ok", SCRIPTED):
+        # "not checked" when the connection failed: the SSH problem above already says why.
+        if res.model != "not checked":
+            problems.append(f"model {res.model}")
+    for name in counted or ():
+        state = res.agents.get(name)
+        if state is not None and state.startswith("missing"):
+            problems.append(f"agent {name} {state}")
+    if not problems and res.model == "not checked":
+        problems.append("not checked")
+    return not problems, one_line("; ".join(problems))
+
+
+def summary_line(results: Sequence[HostCheck]) -> str:
+    """The closing line: ``all 3 hosts ready`` or ``2 of 3 hosts ready; not ready: tower2 (model down: ...)``."""
+    n = len(results)
+    ready = [r for r in results if r.ok]
+    if len(ready) == n:
+        return f"all {n} host{'s' if n != 1 else ''} ready"
+    return (f"{len(ready)} of {n} host{'s' if n != 1 else ''} ready; not ready: "
+            + ", ".join(f"{r.host} ({r.why})" for r in results if not r.ok))
+
+
+def check_host(host: Host, counted: Sequence[str] | None = None) -> HostCheck:
     from workers.transport import connect_for
 
     res = HostCheck(host=host.name)
@@ -80,7 +118,6 @@ def check_host(host: Host) -> HostCheck:
             res.disk_free_mb = int(cols[3]) // 1024
         for name, agent in host.agents.items():
             res.agents[name] = _check_agent(t, host, name, agent)
-        res.ok = res.model in ("ok", SCRIPTED) and all(not v.startswith("missing") for v in res.agents.values())
     except HostKeyMismatch as exc:
         res.ssh = "connected"
         res.host_key = f"MISMATCH: {exc}"
@@ -88,6 +125,7 @@ def check_host(host: Host) -> HostCheck:
         res.ssh = f"failed: {exc}"
     finally:
         t.close()
+    res.ok, res.why = readiness(res, counted)
     return res
 
 
@@ -107,6 +145,7 @@ def _check_agent(t, host: Host, name: str, agent) -> str:
     return probe.version or ("found" if probe.program else "not checked")
 
 
-def check_hosts(hosts: list[Host]) -> list[HostCheck]:
+def check_hosts(hosts: list[Host], counted: Sequence[str] | None = None) -> list[HostCheck]:
+    """Every host checked at once; ``counted``: the agents whose absence makes a host not ready (readiness)."""
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(hosts)))) as pool:
-        return list(pool.map(check_host, hosts))
+        return list(pool.map(lambda h: check_host(h, counted), hosts))

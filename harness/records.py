@@ -378,6 +378,8 @@ class HostSummary(_Record):
     model_base_url: str
     context: int
     max_output: int
+    model_server: str = Field(default="", description="What serves the model (the inventory's model.server, for "
+                              "people); '' when not given, and for sweeps planned before it was recorded.")
 
     @classmethod
     def of(cls, h: Host) -> "HostSummary":
@@ -392,6 +394,7 @@ class HostSummary(_Record):
             model_base_url=h.model.base_url,
             context=h.model.context,
             max_output=h.model.max_output,
+            model_server=h.model.server,
         )
 
 

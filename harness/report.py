@@ -18,7 +18,7 @@ from xml.etree import ElementTree as ET
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from harness.checks.result import CheckStatus
+from harness.checks.result import CheckStatus, failure_message
 from harness.errors import one_line
 from harness.failures import classify
 from harness.grading.model import Grade, StopRecord
@@ -27,7 +27,8 @@ from harness.recordfile import read_optional
 from harness.records import AttemptMeta, AttemptStatus, SweepRecord, read_meta
 from harness.store import Store, atomic_write
 
-__all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate", "shown_as"]
+__all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate", "shown_as",
+           "HostModel", "GroupRate", "Results", "results_of", "host_models", "group_rates"]
 
 GRADES = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE")
 
@@ -39,6 +40,9 @@ class CheckLine(BaseModel):
 
     name: str
     status: CheckStatus
+    message: str = Field(default="", description="For a failed or broken check: its first failed assertion (for "
+                         "pytest: the test) and its message, how many others failed, on one line, cut at 300 "
+                         "characters (harness.checks.result.failure_message); '' otherwise.")
 
 
 class CellRow(BaseModel):
@@ -69,6 +73,8 @@ class CellRow(BaseModel):
     duration_s: float = Field(description="The last attempt's length (meta.json), 0 when not recorded.")
     error: str = Field(description="The last attempt's error text (meta.json).")
     host_facts: dict[str, str] = Field(description="What the host reported (meta.json of a sweep attempt).")
+    model: dict[str, str | int] = Field(default_factory=dict, description="The host's model as the last attempt used "
+                                        "it (meta.json): id, base_url, context, max_output; {} when not recorded.")
     path: str = Field(description="The last attempt's folder, relative to the results directory.")
     rerun: str = Field(default="", description="When the last attempt came from `fleet rerun`: when that rerun was "
                        "planned (UTC); '' when it is the sweep's own.")
@@ -102,9 +108,12 @@ def cell_results(store: Store, sweep: SweepRecord) -> list[CellRow]:
             automatic_grade=name, override=override, outcome=grade.outcome if grade else "",
             stop=grade.stop if grade else None, failure=failure.reason if failure else "",
             reasons=grade.reasons if grade else [],
-            checks=[CheckLine(name=k.name, status=k.status) for k in grade.checks] if grade else [],
+            checks=[CheckLine(name=k.name, status=k.status,
+                              message=failure_message(k) if k.status in ("failed", "error") else "")
+                    for k in grade.checks] if grade else [],
             duration_s=meta.duration_s if isinstance(meta, AttemptMeta) else 0.0, error=meta.error if meta else "",
-            host_facts=meta.host_facts if isinstance(meta, AttemptMeta) else {}, path=str(folder.relative_to(store.root)) if folder else "",
+            host_facts=meta.host_facts if isinstance(meta, AttemptMeta) else {},
+            model=meta.model if isinstance(meta, AttemptMeta) else {}, path=str(folder.relative_to(store.root)) if folder else "",
             rerun=(r.at if (r := sweep.rerun_of(c.id)) is not None else ""),
         ))
     return rows
@@ -165,23 +174,160 @@ def shown_as(row: CellRow) -> str:
     return row.grade or row.status
 
 
+class HostModel(BaseModel):
+    """A host's model as the report names it (REPORT.md's "Hosts and models", results.json's ``hosts``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str
+    id: str = Field(description="The model id.")
+    server: str = Field(description="What serves it (the inventory's model.server); '' when not recorded.")
+    base_url: str = Field(description="The OpenAI-compatible endpoint, as seen from the host.")
+    context: int = Field(description="Context size in tokens.")
+    max_output: int = Field(description="Per-reply output limit in tokens.")
+    source: Literal["attempts", "sweep"] = Field(description="attempts: what the host's counted attempts recorded in "
+                                                 "meta.json (a rerun may have used another model than planned); "
+                                                 "sweep: sweep.json's host record (no attempt recorded one).")
+
+
+class GroupRate(BaseModel):
+    """The pass rate of one host's cells of one agent (REPORT.md's "Pass rate per host and agent")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str
+    agent: str
+    cells: int = Field(description="The group's cells.")
+    attempts: int = Field(description="Their attempts in all, retries and reruns included.")
+    # PassRate's numbers, flat and stored (PassRate computes its rates, so it does not read back from JSON).
+    delivered: int = Field(description="Cells graded DELIVERED.")
+    graded: int = Field(description="Cells with a grade, HARNESS_FAILURE included.")
+    measured: int = Field(description="Cells with a grade other than HARNESS_FAILURE.")
+    rate: float | None = Field(description="delivered / graded; null when nothing was graded.")
+    rate_without_failures: float | None = Field(description="delivered / measured; null when nothing was measured.")
+
+    @property
+    def pass_rate(self) -> PassRate:
+        return PassRate(delivered=self.delivered, graded=self.graded, measured=self.measured)
+
+
+class Results(BaseModel):
+    """results.json: every cell's row and the sweep's facts the report names. Fields are only ever added."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sweep: str = Field(description="The sweep id.")
+    status: str = Field(description="The sweep's status when the report was written.")
+    label: str = Field(default="", description="The sweep's label (--label); '' when none was given.")
+    inventory: str = Field(default="", description="The inventory file the sweep was planned from.")
+    inventory_sha256: str = Field(default="", description="Its sha256 when the sweep was planned ('' for old sweeps).")
+    hosts: list[HostModel] = Field(default_factory=list, description="Each host's model.")
+    pass_rates: list[GroupRate] = Field(default_factory=list, description="Per host and agent.")
+    cells: list[CellRow] = Field(description="One row per cell, in the sweep's order.")
+
+
+def _servers_from_inventory(sweep: SweepRecord) -> dict[str, str]:
+    """model.server per host from the sweep's inventory file, for sweeps planned before sweep.json kept it, and only
+    while the file is the one the sweep was planned from (same sha256): a changed file may say another server."""
+    from harness.errors import FleetError
+    from harness.inventory import load_inventory
+
+    if not sweep.inventory_sha256:
+        return {}
+    try:
+        inv = load_inventory(sweep.inventory)
+    except (FleetError, OSError):
+        return {}
+    return {name: h.model.server for name, h in inv.hosts.items()} if inv.sha256 == sweep.inventory_sha256 else {}
+
+
+def host_models(sweep: SweepRecord, rows: list[CellRow]) -> list[HostModel]:
+    """Each host's model: what its counted attempts used (each different one), else what the sweep planned."""
+    servers: dict[str, str] | None = None
+    out = []
+    for name, summary in sweep.hosts.items():
+        server = summary.model_server
+        if not server:
+            servers = _servers_from_inventory(sweep) if servers is None else servers
+            server = servers.get(name, "")
+        used: dict[tuple[str, str, int, int], None] = {}
+        for r in rows:
+            m = r.model
+            if r.host == name and m.get("id"):
+                used[(str(m["id"]), str(m.get("base_url", "")), int(m.get("context", 0)), int(m.get("max_output", 0)))] = None
+        if not used:
+            out.append(HostModel(host=name, id=summary.model_id, server=server, base_url=summary.model_base_url,
+                                 context=summary.context, max_output=summary.max_output, source="sweep"))
+        for mid, url, context, max_output in used:
+            # The server is known for the model the sweep planned; another one (a rerun's) is not recorded.
+            out.append(HostModel(host=name, id=mid, server=server if mid == summary.model_id else "", base_url=url,
+                                 context=context, max_output=max_output, source="attempts"))
+    return out
+
+
+def group_rates(sweep: SweepRecord, rows: list[CellRow]) -> list[GroupRate]:
+    """Pass rates per host and agent, in the order the cells are planned."""
+    groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
+    for r in rows:
+        groups[(r.host, r.agent)].append(r)
+    out = []
+    for (h, a), g in groups.items():
+        rate = pass_rate(r.grade for r in g)
+        out.append(GroupRate(host=h, agent=a, cells=len(g), attempts=sum(r.attempts for r in g),
+                             delivered=rate.delivered, graded=rate.graded, measured=rate.measured, rate=rate.rate,
+                             rate_without_failures=rate.rate_without_failures))
+    return out
+
+
+def results_of(sweep: SweepRecord, rows: list[CellRow]) -> Results:
+    """results.json's record of the sweep."""
+    return Results(sweep=sweep.id, status=sweep.status, label=sweep.label, inventory=sweep.inventory,
+                   inventory_sha256=sweep.inventory_sha256, hosts=host_models(sweep, rows),
+                   pass_rates=group_rates(sweep, rows), cells=rows)
+
+
+def _md(text: str) -> str:
+    """A value for a Markdown table cell: one line, its pipes escaped."""
+    return one_line(text).replace("|", "\\|")
+
+
+def _check_lines(row: CellRow) -> list[str]:
+    """``  - check NAME failed: MESSAGE`` for each check of the cell that failed or broke, under its finding."""
+    return [f"  - check {one_line(k.name)} {k.status}" + (f": {k.message}" if k.message else "")
+            for k in row.checks if k.status in ("failed", "error")]
+
+
 def _rate(rows: list[CellRow]) -> str:
     rate = pass_rate(r.grade for r in rows)
     return f"{rate.all} | {rate.without_failures}"
 
 
-def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
+def _markdown(sweep: SweepRecord, rows: list[CellRow], results: Results) -> str:
     items = list(sweep.items)
-    out = [f"# Sweep {sweep.id}", "", f"- status: {sweep.status}; created {sweep.created_at}; harness {sweep.harness_commit}",
+    sha = f" (sha256 {sweep.inventory_sha256[:12]})" if sweep.inventory_sha256 else ""
+    attempts = sum(r.attempts for r in rows)
+    again = sum(1 for r in rows if r.attempts > 1)
+    out = [f"# Sweep {sweep.id}", "", f"- label: {one_line(sweep.label) or '(none)'}; inventory {one_line(sweep.inventory)}{sha}",
+           f"- status: {sweep.status}; created {sweep.created_at}; harness {sweep.harness_commit}",
            f"- cells: {len(rows)}; grades: " + ", ".join(f"{g} {n}" for g, n in Counter(r.grade or 'pending' for r in rows).most_common()),
-           f"- rerun: {sum(1 for r in rows if r.rerun)} cell(s) (their latest attempt, from `fleet rerun`, counts; see Reruns)",
-           "", "## Matrix", "", "| host / agent | " + " | ".join(items) + " |", "|---" * (len(items) + 1) + "|"]
+           f"- attempts: {attempts} for {len(rows)} cell(s); {again} cell(s) had more than one (retried or rerun; the latest counts)",
+           f"- rerun: {sum(1 for r in rows if r.rerun)} cell(s) (their latest attempt, from `fleet rerun`, counts; see Reruns)"]
+    out += ["", "## Hosts and models", "", "| host | model | server | context | output limit | endpoint |",
+            "|---|---|---|---|---|---|"]
+    out += [f"| {_md(m.host)} | {_md(m.id)} | {_md(m.server) or 'not recorded'} | {m.context} | {m.max_output} | "
+            f"{_md(m.base_url)} |" for m in results.hosts]
+    out += ["", "## Matrix", "", "| host / agent | " + " | ".join(items) + " |", "|---" * (len(items) + 1) + "|"]
     by_row: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         shown = f"{r.grade} (override)" if r.overridden else r.grade or r.status
         by_row[f"{r.host} / {r.agent}"][r.item].append(shown + (" (rerun)" if r.rerun else ""))
     for row, cells in by_row.items():
         out.append(f"| {row} | " + " | ".join(" ".join(cells.get(i, ["-"])) for i in items) + " |")
+    out += ["", "## Pass rate per host and agent", "",
+            "| host | agent | cells | attempts | DELIVERED | pass rate, all cells | without harness failures |",
+            "|---|---|---|---|---|---|---|"]
+    out += [f"| {_md(g.host)} | {_md(g.agent)} | {g.cells} | {g.attempts} | {g.delivered} | {g.pass_rate.all} | "
+            f"{g.pass_rate.without_failures} |" for g in results.pass_rates]
     for key in ("host", "item"):
         out += ["", f"## Pass rate per {key}", "", f"| {key} | DELIVERED, all cells | DELIVERED, without harness failures |", "|---|---|---|"]
         groups: dict[str, list[CellRow]] = defaultdict(list)
@@ -199,12 +345,14 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow]) -> str:
     agent = [r for r in rows if r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT")]
     harness = [r for r in rows if r.grade == "HARNESS_FAILURE"]
     out += ["", "## Findings", "", "### Agent failures", ""]
-    out += [f"- {r.cell}: " + (shown_as(r) if r.overridden else f"{r.grade}: " + "; ".join(r.reasons))
-            for r in agent] or ["- none"]
+    out += [line for r in agent
+            for line in [f"- {r.cell}: " + (shown_as(r) if r.overridden else f"{r.grade}: " + "; ".join(r.reasons)),
+                         *_check_lines(r)]] or ["- none"]
     out += ["", "### Harness limitations", ""]
-    out += [f"- {r.cell}: " + (shown_as(r) if r.overridden else
-                               f"HARNESS_FAILURE({r.failure}): {r.error or '; '.join(r.reasons)}")
-            for r in harness] or ["- none"]
+    out += [line for r in harness
+            for line in [f"- {r.cell}: " + (shown_as(r) if r.overridden else
+                                            f"HARNESS_FAILURE({r.failure}): {r.error or '; '.join(r.reasons)}"),
+                         *_check_lines(r)]] or ["- none"]
     out += ["", "### Environment notes", ""]
     seen: dict[str, dict[str, str]] = {}
     for r in rows:
@@ -254,12 +402,12 @@ def _junit(sweep: SweepRecord, rows: list[CellRow]) -> bytes:
 def write_report(store: Store, sweep: SweepRecord) -> list[Path]:
     """Write REPORT.md, junit.xml and results.json into the sweep's folder; returns their paths."""
     rows = cell_results(store, sweep)
+    results = results_of(sweep, rows)
     folder = store.sweep_dir(sweep.id)
     files = {
-        "REPORT.md": _markdown(sweep, rows).encode(),
+        "REPORT.md": _markdown(sweep, rows, results).encode(),
         "junit.xml": _junit(sweep, rows),
-        "results.json": json.dumps({"sweep": sweep.id, "status": sweep.status,
-                                     "cells": [r.model_dump(mode="json") for r in rows]}, indent=2).encode(),
+        "results.json": json.dumps(results.model_dump(mode="json"), indent=2).encode(),
     }
     for name, data in files.items():
         atomic_write(folder / name, data)

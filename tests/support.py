@@ -11,7 +11,8 @@ from pathlib import Path
 from harness.catalog import Item
 from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
 
-__all__ = ["REPO", "TESTS", "synthetic_sweep", "finished_result", "fleet_argv", "run_fleet", "assert_one_line_error"]
+__all__ = ["REPO", "TESTS", "synthetic_sweep", "finished_result", "fleet_argv", "run_fleet", "assert_one_line_error",
+           "table_column"]
 
 REPO = Path(__file__).resolve().parents[1]
 """The checkout: docs/, prompts/, workers/ and the tests are found from here, wherever a test file lives."""
@@ -76,6 +77,13 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str)
     for needle in needles:
         assert needle in line, (needle, line)
     return line
+
+
+def table_column(text: str, index: int) -> str:
+    """Column ``index`` (from 1) of a rich table printed in ``text``, every body line's piece of it joined with
+    the spacing taken out: what a folded cell says, whole, whatever the terminal's width."""
+    pieces = [line.split("│")[index] for line in text.splitlines() if line.count("│") > index]
+    return "".join("".join(p.split()) for p in pieces)
 
 
 def alive(pid: int) -> bool:

@@ -14,7 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CHECK_SCHEMA_VERSION", "CheckStatus", "AssertionResult", "CheckResult", "fold_status"]
+from harness.errors import one_line
+
+__all__ = ["CHECK_SCHEMA_VERSION", "CheckStatus", "AssertionResult", "CheckResult", "fold_status", "failure_message"]
 
 CHECK_SCHEMA_VERSION = 1
 
@@ -52,3 +54,25 @@ def fold_status(details: list[AssertionResult]) -> CheckStatus:
         if s in statuses:
             return s
     return "passed"
+
+
+MESSAGE_LIMIT = 300
+"""How much of a check's failure ``failure_message`` keeps: enough for a test name and its assertion line."""
+
+
+def failure_message(result: CheckResult, limit: int = MESSAGE_LIMIT) -> str:
+    """One line saying why a check did not pass, for `fleet report` and `fleet show`: its first failed (or broken)
+    assertion, named, with its message and how many others failed; the summary when it has no such assertion.
+    Control characters escaped (the text comes from the deliverable's tests), cut to ``limit``. '' when it passed."""
+    if result.status == "passed":
+        return ""
+    bad = [d for d in result.details if d.status in ("failed", "error")]
+    if bad:
+        first = bad[0]
+        text = f"{first.name}: {first.message}" if first.message else first.name
+        if len(bad) > 1:
+            text += f" (and {len(bad) - 1} more)"
+    else:
+        text = result.summary or result.status
+    text = one_line(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -106,6 +106,15 @@ def test_default_agent_is_the_hosts_first(inv, cat) -> None:  # type: ignore[no-
     assert [c.id for c in sweep.cells] == ["alpha/02-two/builtin/r1", "beta/02-two/builtin/r1"]
 
 
+def test_the_sweep_records_what_serves_each_hosts_model(tmp_path: Path, cat) -> None:  # type: ignore[no-untyped-def]
+    # The report names the server; an inventory may change after the sweep, so sweep.json keeps it.
+    path = tmp_path / "served.toml"
+    path.write_text(INVENTORY.replace('max_output = 512 }', 'max_output = 512, server = "llama.cpp" }'), encoding="utf-8")
+    sweep = plan_sweep(load_inventory(path), cat, items=["02"])
+    assert {h.name: h.model_server for h in sweep.hosts.values()} == {"alpha": "llama.cpp", "beta": "llama.cpp"}
+    assert SweepRecord.model_validate_json(sweep.model_dump_json()).hosts["alpha"].model_server == "llama.cpp"
+
+
 def test_agent_a_host_lacks_is_a_usage_error(inv, cat) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UsageError) as err:
         plan_sweep(inv, cat, items=["01"], agents=["control"])

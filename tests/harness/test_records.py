@@ -111,6 +111,38 @@ def test_fleet_show_reads_an_older_meta_json_as_todays_record(tmp_path: Path) ->
     assert "905d6878d1c2       2386  workspace/Playground/photo-renamer/rename_photos.py" in text.stdout
 
 
+def test_fleet_show_prints_the_grade_its_reasons_the_stop_and_the_failed_check(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    proc = run_fleet("show", SWEEP, "local", "27", "--runs", str(runs), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "grade: NOTHING (outcome failed; grader 3, graded 2026-12-01T21:34:42.324Z)" in lines
+    at = lines.index("reasons:")
+    assert lines[at + 1:at + 3] == ["  - stopped: 4 consecutive failures",
+                                    "  - nothing usable was written to the workspace"]
+    assert "stop: 4 consecutive failures (consecutive_failures) at call 4" in lines
+    # Which test failed and why, on one line (the test's message had a newline), with how many others did.
+    assert ("  test_logstats failed: test_logstats::test_busiest_ips_with_their_counts: failed on setup with "
+            '"AssertionError: no logstats.py in the workspace (the prompt names the script) assert []" (and 3 more)') in lines
+    renamer = run_fleet("show", SWEEP, "local", "07", "--runs", str(runs), cwd=tmp_path).stdout.splitlines()
+    assert "  test_photo_renamer passed" in renamer and not [line for line in renamer if line.startswith("stop:")]
+
+
+def test_fleet_show_of_an_attempt_not_graded_says_so(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    (runs / SWEEP / RENAMER / "attempt-1" / "grade.json").unlink()
+    proc = run_fleet("show", SWEEP, "local", "07", "--runs", str(runs), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "grade: not graded yet (no grade.json)" in proc.stdout.splitlines()
+
+
+def test_fleet_show_on_a_corrupt_grade_json_is_one_line(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    path = runs / SWEEP / RENAMER / "attempt-1" / "grade.json"
+    path.write_text(path.read_text().replace('"grade": "DELIVERED"', '"grade": "GREAT"'))
+    _assert_one_line(run_fleet("show", SWEEP, "local", "07", "--runs", str(runs), cwd=tmp_path), "grade.json: grade:")
+
+
 def test_fleet_show_on_a_corrupt_meta_json_is_one_line(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     path = runs / SWEEP / RENAMER / "attempt-1" / "meta.json"

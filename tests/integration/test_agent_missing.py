@@ -61,8 +61,21 @@ def test_missing_agent_is_a_harness_failure_not_retried_and_hosts_check_says_so(
     answer = (tmp_path / "runs" / sweep / cells["homed"]["id"] / "attempt-1" / "answer.txt").read_text()
     assert answer == f"homed: {tmp_path / 'home'}/data:/srv/x\n" and cells["homed"]["grade"] == "DELIVERED"
 
+    # Without --agents a missing agent is shown but the host is ready: no sweep asked for it.
     check = run_embedded(["hosts", "check", "-i", str(inv), "--json"], tmp_path)
-    assert check.returncode == 1
-    (host,) = json.loads(check.stdout)
+    assert check.returncode == 0, check.stderr[-2000:]
+    shown = json.loads(check.stdout)
+    (host,) = shown["hosts"]
     assert host["agents"] == {"ghost": "missing: no-such-agent-7f3e not on PATH", "echo": "echo-agent 1.2.3",
                               "homed": "found"}
+    assert (shown["schema_version"], shown["inventory"], shown["ready"], shown["not_ready"]) == (1, str(inv), ["local"], {})
+    # A sweep of the missing agent would fail there: the host is not ready for it.
+    check = run_embedded(["hosts", "check", "-i", str(inv), "--agents", "echo,ghost", "--json"], tmp_path)
+    assert check.returncode == 1
+    shown = json.loads(check.stdout)
+    assert shown["ready"] == [] and shown["agents_counted"] == ["echo", "ghost"]
+    assert shown["not_ready"] == {"local": "agent ghost missing: no-such-agent-7f3e not on PATH"}
+    text = run_embedded(["hosts", "check", "-i", str(inv), "--agents", "ghost"], tmp_path)
+    assert text.returncode == 1
+    assert text.stdout.splitlines()[-1] == "0 of 1 host ready; not ready: local (agent ghost missing: no-such-agent-7f3e not on PATH)"
+    assert run_embedded(["hosts", "check", "-i", str(inv), "--agents", "echo"], tmp_path).stdout.splitlines()[-1] == "all 1 host ready"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.integration.conftest import write_inventory, write_prompts
 from tests.integration.fleetkit import run_fleet, start_fleet
-from tests.support import alive
+from tests.support import alive, table_column
 
 pytestmark = pytest.mark.integration
 
@@ -107,13 +108,26 @@ def test_hosts_check_reports_ssh_pin_model_and_disk(tmp_path, ssh_hosts, client_
         wrong = ssh_hosts["charlie"].toml(client_key[0], host_key=ssh_hosts["alpha"].host_key_line)
         inv = write_inventory(tmp_path / "inv.toml", [good, down, wrong])
         r = run_fleet(["hosts", "check", "--inventory", str(inv), "--json"], namespace)
+        # A narrow terminal folds the table's cells: the fingerprints one compares are never cut.
+        text = run_fleet(["hosts", "check", "--inventory", str(inv)], namespace, {"COLUMNS": "70"})
     assert r.returncode == 1, r.stderr  # not every host is ready
-    res = {h["host"]: h for h in json.loads(r.stdout)}
+    shown = json.loads(r.stdout)
+    assert shown["schema_version"] == 1 and shown["inventory"] == str(inv) and shown["ready"] == ["alpha"]
+    res = {h["host"]: h for h in shown["hosts"]}
     assert res["alpha"]["ok"] and res["alpha"]["ssh"] == "ok" and res["alpha"]["host_key"] == "matches pin"
     assert res["alpha"]["model"] == "ok" and res["alpha"]["disk_free_mb"] > 0
     assert res["alpha"]["agents"]["cmd"] == "found"
     assert not res["bravo"]["ok"] and res["bravo"]["model"].startswith("down:")
     assert not res["charlie"]["ok"] and res["charlie"]["host_key"].startswith("MISMATCH")
+    assert shown["not_ready"]["bravo"].startswith("model down:")
+    assert shown["not_ready"]["charlie"].startswith("host key mismatch: ")
+    fingerprints = re.findall(r"SHA256:[A-Za-z0-9+/]+", res["charlie"]["host_key"])
+    assert len(fingerprints) == 2 and fingerprints[0] != fingerprints[1]
+    assert text.returncode == 1, text.stderr
+    for fp in fingerprints:
+        assert fp in table_column(text.stdout, 4)  # host, ok, ssh, host key
+    last = text.stdout.strip().splitlines()[-1]
+    assert last.startswith("1 of 3 hosts ready; not ready: bravo (model down:") and "charlie (host key mismatch: " in last
 
 
 def test_a_failing_model_result_is_not_retried(tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):

@@ -267,6 +267,8 @@ def test_fleet_grade_override_and_fleet_show(tmp_path: Path) -> None:
     assert "attempt 1: NOTHING (override; automatic DELIVERED)" in show.stdout
     assert "alice: DELIVERED -> PARTIAL: the page is blank" in show.stdout
     assert "bob: DELIVERED -> NOTHING: worse" in show.stdout
+    # The chosen attempt's grade: the reviewer's counts, the automatic one is named beside it.
+    assert "\ngrade: NOTHING (override; automatic DELIVERED) (outcome " in show.stdout
 
 
 @pytest.mark.parametrize(("args", "needle"), [
