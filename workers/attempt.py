@@ -182,10 +182,15 @@ class _Attempt:
     # -- stages ------------------------------------------------------------------------------------
     def stage(self) -> None:
         self.t.open()
-        home = self.t.shell('printf %s "$HOME"', timeout=30)
+        memo = self.t.memo
+        if "home" not in memo:
+            found = self.t.shell('printf %s "$HOME"', timeout=30)
+            if found.ok and found.stdout.strip():
+                memo["home"] = found.stdout.strip()
+        home = memo.get("home", "")
         workdir = self.req.host.workdir
         if workdir.startswith("~"):
-            workdir = home.stdout.strip() + workdir[1:]
+            workdir = home + workdir[1:]
         # The sweep's uid keeps two sweeps of one id (two coordinators, one label, one second) out of each other's folders.
         sweep_folder = f"{self.req.sweep_id}/{self.req.sweep_uid}" if self.req.sweep_uid else self.req.sweep_id
         root = f"{workdir.rstrip('/')}/runs/{sweep_folder}/{self.req.cell.id}/attempt-{self.req.attempt}"
@@ -199,23 +204,29 @@ class _Attempt:
             raise AgentNotStarted(f"cannot end what earlier attempts left running: {reaped.tail()}",
                                   host=self.req.host.name)
         # A fresh folder per attempt: whatever an earlier delivery of this task left is removed.
+        # uname and the Python version once per worker and host (a Python start is 20-150 ms); disk free each time.
+        facts_key = f"facts {self.py}"
+        known = facts_key in memo
+        facts = "" if known else f"uname -srm; {_q(self.py)} -c 'import sys; print(sys.version.split()[0])'; "
         r = self.t.shell(
-            f"set -e; rm -rf {_q(root)}; mkdir -p {_q(p.workspace)} {_q(p.fleet)}; "
-            f"uname -srm; {_q(self.py)} -c 'import sys; print(sys.version.split()[0])'; "
+            f"set -e; rm -rf {_q(root)}; mkdir -p {_q(p.workspace)} {_q(p.fleet)}; {facts}"
             f"df -Pk {_q(root)} | tail -n 1",
             timeout=60,
         )
         if not r.ok:
             raise AgentNotStarted(f"cannot prepare {root}: {r.tail()}", host=self.req.host.name)
         lines = r.stdout.strip().splitlines()
-        if len(lines) >= 3:
+        if not known and len(lines) >= 3:
+            memo[facts_key] = json.dumps([lines[0], lines[1]])
+        if facts_key in memo and lines:
+            uname, python = json.loads(memo[facts_key])
             df = lines[-1].split()
             self.result.host_facts = {
-                "uname": lines[0],
-                "python": lines[1],
+                "uname": uname,
+                "python": python,
                 "disk_free_mb": str(int(df[3]) // 1024) if len(df) > 3 and df[3].isdigit() else "",
             }
-        self.adapter.at_home(home.stdout.strip())
+        self.adapter.at_home(home)
         if self.adapter.needs_harness:
             from workers.install import ensure_harness, source_release
 

@@ -56,8 +56,8 @@ def launcher_request(t: MemoryTransport) -> dict:
 
 
 def delivery_of(t: MemoryTransport) -> str:
-    """The folder of the attempt's delivery on the host (WORKDIR/.fleet/deliveries/TOKEN)."""
-    (run,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"]
+    """The folder of the latest attempt's delivery on the host (WORKDIR/.fleet/deliveries/TOKEN)."""
+    run = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"][-1]
     return f"{run['fleet']}/deliveries/{run['token']}"
 
 
@@ -123,6 +123,22 @@ def assert_failure(result: AttemptResult, code: str) -> None:
     failure = classify(result.status, result.reason)
     assert failure is not None and failure.reason == code and failure.retry is REASONS[code].retried
 
+
+def test_facts_that_do_not_change_are_asked_once_per_worker_and_host() -> None:
+    """$HOME, uname and the Python version cost a command (and a Python start) per attempt: asked by the first
+    attempt on a transport, reused by the next; disk free is asked every time."""
+    req = request()
+    t = healthy_host(req)
+    first = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    second_req = req.model_copy(update={"attempt": 2})
+    second = run_attempt(t, second_req, adapter_for("echo", req.agent), timing=FAST)
+    assert (first.status, second.status) == ("finished", "finished"), (first.error, second.error)
+    assert len(t.ran(r'^printf %s "\$HOME"$')) == 1
+    assert len(t.ran(r"sys\.version")) == 1 and len(t.ran(r"uname -srm")) == 1
+    assert len(t.ran(r"df -Pk")) == 2
+    assert first.host_facts == second.host_facts == {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3",
+                                                      "disk_free_mb": "4000"}
+    assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
 
 def test_a_healthy_host_finishes() -> None:
     """The baseline every other test breaks one step of."""

@@ -45,6 +45,10 @@ class Transport(ABC):
 
     def __init__(self, host: Host) -> None:
         self.host = host
+        self.memo: dict[str, str] = {}
+        """Facts about the host that do not change between attempts (its $HOME, uname, Python version), found
+        by the first attempt and reused by the next ones: a worker keeps one transport per host
+        (workers.tasks), so each costs one command per worker process instead of one per attempt."""
 
     @abstractmethod
     def open(self) -> None:
