@@ -326,15 +326,22 @@ class _Attempt:
                 raise AttemptAborted(self.aborted)
             self.beats += 1
             beat = _q(launcher.heartbeat_line(self.key, self.token, self.beats))
+            # The host waits, not the worker: up to ``window`` seconds it looks for exit.json every 50 ms (and
+            # stops looking when the launcher is gone), so an agent's end is seen within 50 ms and a round trip,
+            # not after the rest of a sleep of up to 2 s (the gap between one agent and the next on a host).
+            window = max(0.0, min(delay, deadline - time.monotonic()))
+            looks = int(window / 0.05)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
             out = self.t.shell(
                 f"cd {d} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
-                f"mv -f heartbeat.tmp heartbeat; cat exit.json 2>/dev/null || "
+                f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
+                f"kill -0 {launcher_pid} 2>/dev/null; do sleep 0.05 2>/dev/null || sleep 1; n=$((n+1)); done; "
+                f"cat exit.json 2>/dev/null || "
                 f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
                 f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
                 f"else cat exit.json 2>/dev/null || echo GONE; fi; }}",
-                timeout=30,
+                timeout=30 + window,
             ).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
@@ -358,7 +365,8 @@ class _Attempt:
             now = time.monotonic()
             if now >= deadline:
                 return None
-            time.sleep(min(delay, max(0.05, deadline - now)))
+            if looks == 0:  # a window too short to wait in on the host (the deadline is near): wait here
+                time.sleep(min(0.05, max(0.0, deadline - now)))
             delay = min(delay * 1.5, longest)
 
     def kill(self) -> None:
