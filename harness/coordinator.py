@@ -314,7 +314,14 @@ class Coordinator:
                         from harness.embedded import internal_error
 
                         d.internal_error = internal_error
-                    d.run(planned)
+                    from harness.wakeup import wakeup_for
+
+                    d.wakeup = wakeup_for(self.settings.embedded, self.settings.celery_backend,
+                                          lambda task_id: app.backend.get_key_for_task(task_id).decode())
+                    try:
+                        d.run(planned)
+                    finally:
+                        d.wakeup.close()
         except BaseException as exc:
             dispatched = any(sweep.attempts.values())
             if fresh and not dispatched:

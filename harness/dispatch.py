@@ -46,6 +46,7 @@ from harness.outage import Outage
 from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
 from harness.store import SweepWriter
 from harness.version import harness_commit
+from harness.wakeup import Sleep, Wakeup
 from workers.app import TASK_RUN_ATTEMPT, queue_for
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ class Dispatcher:
     """Says which host queues no worker consumes, and when to give up on them (``harness.noworker``; Redis only)."""
     withdraw: Callable[[str, set[str]], None] = lambda queue, task_ids: None
     """Takes tasks given up on back from a host's queue (``harness.noworker.withdraw``)."""
+    wakeup: Wakeup = field(default_factory=Sleep)
+    """How the loop waits ``poll_s`` between looks: woken early when a result is stored (``harness.wakeup``)."""
 
     def __post_init__(self) -> None:
         self._waiting: dict[str, deque[tuple[Cell, int]]] = defaultdict(deque)
@@ -150,7 +153,7 @@ class Dispatcher:
                 if self.watch is not None:
                     self._watch_workers()
                 if not progressed:
-                    time.sleep(self.poll_s)
+                    self.wakeup.wait(self.poll_s, self._in_flight.keys())
         except BrokerOutage as exc:
             # Nothing is settled: a worker may still finish and store its result once the queue is back, and
             # `fleet resume` takes it then (a revoke or a `revoked` record now would throw it away).

@@ -1,0 +1,122 @@
+"""How the coordinator waits between looks at the attempts in flight: woken as soon as a result is stored.
+
+The dispatcher reads every in-flight attempt's state, then waits before it reads again. A fixed 0.2 s sleep
+there was, on average, 0.1 s added to every attempt and to every gap between two agents on a host. Each wait
+below still ends after its timeout (the dispatcher also retries, watches workers and dispatches on that
+beat), but ends early when a result was stored:
+
+- the embedded default: its worker runs in this process, and Celery's ``task_postrun`` signal (sent after the
+  result is stored) sets an event;
+- a Redis result backend: Celery publishes each stored result on the channel named by its key
+  (``celery-task-meta-ID``); the dispatcher subscribes to the channels of its own attempts in flight (not to a
+  pattern: a message carries the whole result, and another fleet's would be read for nothing). A connection
+  error falls back to sleeping: the dispatcher's own reads notice an outage and say so (harness/outage.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterable, Protocol
+
+from celery.signals import task_postrun
+
+__all__ = ["Wakeup", "Sleep", "TaskEnded", "RedisResults", "wakeup_for"]
+
+
+class Wakeup(Protocol):
+    def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
+        """Wait up to ``timeout`` seconds, less if one of ``task_ids`` (the attempts in flight) got its result."""
+
+    def close(self) -> None: ...
+
+
+class Sleep:
+    """No way to hear of a result: sleep the whole timeout."""
+
+    def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
+        time.sleep(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+_ended = threading.Event()
+
+
+def _on_task_postrun(**_: object) -> None:
+    _ended.set()
+
+
+task_postrun.connect(_on_task_postrun, weak=False)
+
+
+class TaskEnded:
+    """The embedded worker shares this process: wake when any of its tasks ended (its result already stored)."""
+
+    def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
+        if _ended.wait(timeout):
+            _ended.clear()
+
+    def close(self) -> None:
+        pass
+
+
+class RedisResults:
+    """Subscriptions to the result channels of the attempts in flight, on the Redis result backend."""
+
+    def __init__(self, url: str, channel_for: Callable[[str], str]) -> None:
+        import redis
+
+        self._client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        self._channel_for = channel_for
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        self._subscribed: set[str] = set()
+
+    def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
+        end = time.monotonic() + timeout
+        try:
+            wanted = {self._channel_for(t) for t in task_ids}
+            if wanted - self._subscribed:
+                self._pubsub.subscribe(*(wanted - self._subscribed))
+            if self._subscribed - wanted:
+                self._pubsub.unsubscribe(*(self._subscribed - wanted))
+            self._subscribed = wanted
+            if not wanted:
+                time.sleep(timeout)
+                return
+            while (left := end - time.monotonic()) > 0:
+                # None after the timeout, or at once for a (un)subscription's own confirmation: then wait on.
+                if self._pubsub.get_message(timeout=left) is not None:
+                    while self._pubsub.get_message(timeout=0) is not None:
+                        pass  # several results at once: one look at them all
+                    return
+        except Exception:  # noqa: BLE001 - Redis away or the subscription broken: wait as before, try again later
+            self._reset()
+            left = end - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+
+    def _reset(self) -> None:
+        self._subscribed = set()
+        try:
+            self._pubsub.close()
+        except Exception:  # noqa: BLE001 - already broken
+            pass
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+
+    def close(self) -> None:
+        try:
+            self._pubsub.close()
+            self._client.close()
+        except Exception:  # noqa: BLE001 - closing a connection that is gone
+            pass
+
+
+def wakeup_for(embedded: bool, backend_url: str, channel_for: Callable[[str], str]) -> Wakeup:
+    """``channel_for``: a task id's result key, where Celery publishes its result (``backend.get_key_for_task``)."""
+    if embedded:
+        return TaskEnded()
+    if backend_url.split("://", 1)[0].lower() in ("redis", "rediss", "unix"):
+        return RedisResults(backend_url, channel_for)
+    return Sleep()

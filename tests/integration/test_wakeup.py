@@ -1,0 +1,58 @@
+"""The dispatcher is woken when a result is stored, not after its 0.2 s sleep: through the real Celery Redis
+backend's publish, and through the embedded worker's task_postrun signal."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from celery.signals import task_postrun
+
+from harness.settings import Settings
+from harness.wakeup import RedisResults, TaskEnded, wakeup_for
+
+pytestmark = pytest.mark.integration
+
+
+def _later(seconds: float, do) -> threading.Thread:  # type: ignore[no-untyped-def]
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), do()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_stored_result_wakes_the_wait_and_another_tasks_does_not(redis_server, namespace) -> None:
+    from workers.app import app, configure
+
+    configure(Settings.resolve({"broker_url": redis_server.url, "namespace": namespace}, {}))
+    backend = app.backend
+    wake = wakeup_for(False, redis_server.url, lambda t: backend.get_key_for_task(t).decode())
+    assert isinstance(wake, RedisResults)
+    mine, other = f"{namespace}-mine", f"{namespace}-other"
+    try:
+        # Another task's result (not ours) is no reason to look: the wait runs its whole timeout.
+        _later(0.2, lambda: backend.store_result(other, {"n": 1}, "SUCCESS"))
+        started = time.monotonic()
+        wake.wait(1.5, [mine])
+        assert time.monotonic() - started >= 1.4
+        # Ours, stored the way a worker stores it: the wait ends long before its timeout.
+        _later(0.3, lambda: backend.store_result(mine, {"n": 2}, "SUCCESS"))
+        started = time.monotonic()
+        wake.wait(20, [mine])
+        assert time.monotonic() - started < 10
+        assert app.AsyncResult(mine).state == "SUCCESS"
+        # Nothing in flight: a plain sleep, no subscription left behind.
+        started = time.monotonic()
+        wake.wait(0.3, [])
+        assert time.monotonic() - started >= 0.25
+    finally:
+        wake.close()
+
+
+def test_the_embedded_workers_task_end_wakes_the_wait() -> None:
+    wake = TaskEnded()
+    wake.wait(0.01)  # whatever ended before is forgotten
+    _later(0.3, lambda: task_postrun.send(sender=None, task_id="t", task=None))
+    started = time.monotonic()
+    wake.wait(20)
+    assert time.monotonic() - started < 10
