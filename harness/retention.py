@@ -34,8 +34,10 @@ TRASH = ".trash"
 INDEX_TABLES = ("attempts", "grades", "artifacts", "sweep_plans", "cells", "overrides")
 """The index's tables keyed by ``sweep_id`` (``sweeps`` is keyed by ``id``)."""
 
-_AGE = re.compile(r"^(\d+)([smhdw])$")
+_AGE = re.compile(r"^([0-9]+)([smhdw])$")  # ASCII digits only: \d would take any script's digits
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_DAYS = 36500
+"""The longest --older-than (100 years): beyond some thousands of years "now minus AGE" is no date at all."""
 
 
 def parse_age(text: str) -> timedelta:
@@ -43,7 +45,18 @@ def parse_age(text: str) -> timedelta:
     m = _AGE.match(text.strip())
     if not m or int(m.group(1)) == 0:
         raise UsageError(f"--older-than {text!r}: not an age (a positive number and a unit: 30d, 12h, 90m, 2w)")
-    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
+    seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
+    if seconds > MAX_AGE_DAYS * 86400:
+        raise UsageError(f"--older-than {text!r}: too long (at most {MAX_AGE_DAYS}d)")
+    return timedelta(seconds=seconds)
+
+
+def _cutoff(now: datetime, older_than: timedelta) -> datetime:
+    """``now - older_than``; an age longer than the calendar goes back means no sweep is that old."""
+    try:
+        return now - older_than
+    except OverflowError:
+        return datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass
@@ -130,7 +143,7 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
             candidates.append(rec)
         # Newest first, as `fleet sweeps` orders them: by creation time, then id.
         candidates.sort(key=lambda r: (r.created_at, r.id), reverse=True)
-        cutoff = (now or datetime.now(timezone.utc)) - older_than if older_than is not None else None
+        cutoff = _cutoff(now or datetime.now(timezone.utc), older_than) if older_than is not None else None
         for i, rec in enumerate(candidates):
             if keep is not None and i < keep:
                 continue

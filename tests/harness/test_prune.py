@@ -89,6 +89,12 @@ def test_older_than_and_label(tmp_path):
     (["--older-than", "30"], "not an age"),
     (["--older-than", "0d"], "not an age"),
     (["--older-than", "1y"], "not an age"),
+    (["--older-than", "-1d"], "not an age"),
+    (["--older-than", "abc"], "not an age"),
+    (["--older-than", "\u0663d"], "not an age"),  # an Arabic-Indic 3: \\d took it
+    (["--older-than", "9999999d"], "too long"),  # now minus it is no date: was an OverflowError traceback
+    (["--older-than", "99999999999999999999d"], "too long"),  # too large for a timedelta: was a traceback
+    (["--older-than", "99999999999w"], "too long"),
     (["--keep", "-1"], "--keep -1"),
     (["--keep", "x"], "--keep"),
 ])
@@ -236,3 +242,12 @@ def test_a_writer_that_waited_for_a_pruned_sweep_writes_nothing(tmp_path):
     t.join()
     assert errors == [f"sweep {sweep_id} was removed (fleet prune) while this waited to write it"]
     assert not folder.exists() or not (folder / "sweep.json").exists()
+
+
+def test_an_age_beyond_the_calendar_removes_nothing_and_raises_nothing(tmp_path):
+    """prune() called with a timedelta longer than the calendar goes back: no sweep is that old."""
+    from datetime import timedelta
+
+    store = _store(tmp_path, 2)
+    done = prune(store, older_than=timedelta(days=999_999_999))
+    assert done.removed == [] and len(store.list_sweeps()) == 2
