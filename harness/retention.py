@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -151,7 +152,12 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
                 created = _parse_time(rec.created_at)
                 if created is None or created > cutoff:
                     continue
-            if rec.status in ("planned", "running") or store.is_being_written(rec.id):
+            try:
+                busy = rec.status in ("planned", "running") or _being_written(store, rec.id)
+            except _LeftAlone as exc:
+                result.skipped.append(str(exc))
+                continue
+            if busy:
                 result.kept_running.append(rec.id)
                 continue
             size = tree_size(store.sweep_dir(rec.id))
@@ -170,6 +176,28 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
 
 class _LeftAlone(Exception):
     """A sweep prune cannot safely lock: said, and left where it is."""
+
+
+def _being_written(store: Store, sweep_id: str) -> bool:
+    """``Store.is_being_written`` without its blocking open: a crafted ``.lock`` that is a FIFO would make that
+    open wait for a writer forever, with the prune lock held (every later prune waiting behind it). A lock that
+    is not a regular file is left alone; one that is a link is for ``_remove`` to refuse."""
+    path = store.sweep_dir(sweep_id) / ".lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # none (never written here), a link, unreadable: _remove decides, under its own open
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _LeftAlone(f"{sweep_id}: its lock {path} is not a regular file (the store writes only those): "
+                             "left alone")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+    finally:
+        os.close(fd)
 
 
 class _Held:
@@ -207,6 +235,8 @@ def _remove(store: Store, sweep_id: str) -> bool:
     except OSError as exc:
         raise _LeftAlone(f"{sweep_id}: cannot take its lock {folder / '.lock'} ({exc.strerror or exc}): left alone") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _LeftAlone(f"{sweep_id}: its lock {folder / '.lock'} is not a regular file: left alone")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -216,6 +246,10 @@ def _remove(store: Store, sweep_id: str) -> bool:
             return False
         trash = store.root / TRASH
         try:
+            if trash.is_symlink() or (trash.exists() and not trash.is_dir()):
+                # The trash is the store's own: a link there would move the sweep out of RUNS, where an
+                # interrupted prune's leftovers are never found again. The link goes, never its target.
+                trash.unlink()
             trash.mkdir(exist_ok=True)
             target = trash / f"{sweep_id}~{secrets.token_hex(4)}"
             os.rename(folder, target)

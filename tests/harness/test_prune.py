@@ -251,3 +251,29 @@ def test_an_age_beyond_the_calendar_removes_nothing_and_raises_nothing(tmp_path)
     store = _store(tmp_path, 2)
     done = prune(store, older_than=timedelta(days=999_999_999))
     assert done.removed == [] and len(store.list_sweeps()) == 2
+
+
+def test_a_sweep_whose_lock_is_a_fifo_does_not_hang_the_prune(tmp_path):
+    """Opening a FIFO for reading waits for a writer: a crafted `.lock` FIFO hung prune forever, holding the prune
+    lock. It is left alone, said, and the other sweeps are pruned."""
+    store = _store(tmp_path, 3)
+    lock = store.sweep_dir("20261101-020000-nightly") / ".lock"
+    lock.unlink()
+    os.mkfifo(lock)
+    r = subprocess.run(fleet_argv() + ["prune", "--keep", "1", "--runs", str(store.root)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "20261101-020000-nightly: its lock" in r.stderr and "not a regular file" in r.stderr, r.stderr
+    assert store.list_sweeps() == ["20261101-020000-nightly", "20261103-020000-nightly"]
+
+
+def test_a_trash_that_is_a_link_is_replaced_and_its_target_untouched(tmp_path):
+    store = _store(tmp_path, 2)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    (store.root / TRASH).symlink_to(outside)
+    done = prune(store, keep=0)
+    assert len(done.removed) == 2 and store.list_sweeps() == []
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]  # no sweep was moved out of RUNS
+    assert (store.root / TRASH).is_dir() and not (store.root / TRASH).is_symlink()
