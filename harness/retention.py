@@ -120,7 +120,9 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
     result = PruneResult()
     with _prune_lock(root, dry_run):
         if not dry_run:
+            _check_index(store)
             result.finished_trash = _finish_trash(store)
+        result.skipped.extend(_orphan_rows(store, label, dry_run))
         candidates = []
         for entry in sorted(root.iterdir(), key=lambda p: p.name):
             name = entry.name
@@ -287,3 +289,41 @@ def _finish_trash(store: Store) -> int:
         freed += tree_size(entry)
         shutil.rmtree(entry, ignore_errors=True)
     return freed
+
+
+def _check_index(store: Store) -> None:
+    """Refuse to start when the index cannot be written: a sweep moved into the trash whose rows then cannot be
+    deleted would be gone from every listing but the index's, and every later prune would stop at it."""
+    if not (store.root / "index.sqlite").is_file():
+        return
+    try:
+        with store.index() as db:
+            db.execute("SELECT count(*) FROM sweeps").fetchone()
+    except StoreError as exc:
+        raise StoreError(f"{exc}: prune needs the index to delete removed sweeps' rows; nothing removed "
+                         "(move the file away to prune without it)") from None
+
+
+def _orphan_rows(store: Store, label: str | None, dry_run: bool) -> list[str]:
+    """Index rows of sweeps whose folder is gone (removed by hand, or by an older prune): no listing of the
+    folders shows them, but the dashboard reads the index and would list them for ever. Dropped (of ``label``
+    only, when given), each said."""
+    if not (store.root / "index.sqlite").is_file():
+        return []
+    union = " UNION ".join(f"SELECT DISTINCT sweep_id FROM {t}" for t in INDEX_TABLES)  # noqa: S608 - fixed names
+    rows = store.query_index((f"SELECT id FROM sweeps UNION {union}", ()), ("SELECT id, label FROM sweeps", ()))
+    if rows is None:
+        return []  # unreadable: a dry run says nothing of it, a real prune has stopped at _check_index already
+    ids = [r[0] for r in rows[0] if isinstance(r[0], str)]
+    labels = dict(rows[1])
+    said = []
+    for sweep_id in sorted(ids):
+        if label is not None and labels.get(sweep_id) != label:
+            continue
+        folder = store.root / sweep_id
+        if not sweep_id or "/" in sweep_id or folder.exists() or folder.is_symlink():
+            continue
+        if not dry_run:
+            _drop_rows(store, sweep_id)
+        said.append(f"{sweep_id}: its folder is gone; its index rows {'would be' if dry_run else 'were'} deleted")
+    return said

@@ -277,3 +277,36 @@ def test_a_trash_that_is_a_link_is_replaced_and_its_target_untouched(tmp_path):
     assert len(done.removed) == 2 and store.list_sweeps() == []
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]  # no sweep was moved out of RUNS
     assert (store.root / TRASH).is_dir() and not (store.root / TRASH).is_symlink()
+
+
+def test_index_rows_of_a_sweep_whose_folder_is_gone_are_deleted_and_said(tmp_path):
+    """A sweep folder removed by hand left its rows in the index for ever (the dashboard reads them)."""
+    import shutil
+
+    store = _store(tmp_path, 3)
+    shutil.rmtree(store.sweep_dir("20261101-020000-nightly"))
+    dry = run_fleet("prune", "--keep", "5", "--dry-run", "--runs", str(store.root), cwd=tmp_path)
+    assert dry.returncode == 0 and "20261101-020000-nightly: its folder is gone; its index rows would be deleted" \
+        in dry.stderr, dry.stderr
+    assert "20261101-020000-nightly" in _index_ids(store)["sweeps"]
+    r = run_fleet("prune", "--keep", "5", "--runs", str(store.root), cwd=tmp_path)
+    assert r.returncode == 0 and "its index rows were deleted" in r.stderr, r.stderr
+    for table, ids in _index_ids(store).items():
+        assert ids == {"20261102-020000-nightly", "20261103-020000-nightly"}, table
+    # Of another label: left, with --label.
+    shutil.rmtree(store.sweep_dir("20261102-020000-nightly"))
+    assert prune(store, keep=5, label="adhoc").skipped == []
+    assert "20261102-020000-nightly" in _index_ids(store)["sweeps"]
+
+
+def test_an_unreadable_index_stops_prune_before_anything_is_moved(tmp_path):
+    """Moving a sweep into the trash and then failing to delete its rows left it invisible, and every later prune
+    stopped at the same error with the sweep in the trash: the index is checked first."""
+    store = _store(tmp_path, 3)
+    (store.root / "index.sqlite").write_bytes(b"not a database" * 100)
+    r = run_fleet("prune", "--keep", "1", "--runs", str(store.root), cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("fleet: error: ") and "index.sqlite" in lines[0] and "nothing removed" in lines[0]
+    assert len(store.list_sweeps()) == 3
+    assert not (store.root / TRASH).exists() or not any((store.root / TRASH).iterdir())
