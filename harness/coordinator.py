@@ -117,10 +117,13 @@ class Coordinator:
         return self._run(sweep, inventory, plan)
 
     def resume(self, sweep_id: str, inventory: Inventory, retry_exhausted: bool = False) -> SweepRecord:
-        """Run the cells with no attempt, or whose last attempt is a harness failure, within their budget."""
+        """Run the cells with no attempt, or whose last attempt is a harness failure, within their budget, and
+        the cells a rerun that was stopped had planned but never sent."""
         sweep = self.store.load_sweep(sweep_id)
         self._check_inventory(sweep, inventory)
         budget = self.retry.max_attempts
+        # cell id -> the attempt the latest rerun naming it planned for it (recorded before anything was sent).
+        rerun_planned = {cid: k for r in sweep.reruns for cid, k in r.cells.items()}
 
         def todo(w: SweepWriter) -> list[Planned]:
             out, exhausted = [], []
@@ -143,9 +146,13 @@ class Coordinator:
                         self.on_warning(f"{cell.id} attempt {last.attempt}: cannot grade: {exc}")
                     # The writer records a graded copy of the summary; the one read above is still ungraded.
                     last = sweep.last(cell.id) or last
-                if summary_failure(last) is None:
-                    continue  # measured: a model result is never run again by resume
                 k = self._next_attempt(sweep, cell)
+                if summary_failure(last) is None:
+                    if rerun_planned.get(cell.id, 0) >= k:
+                        # A rerun stopped before it sent this cell's attempt: the rerun is recorded (the report
+                        # says the cell was run again), so resume finishes it, with the rerun's own budget.
+                        out.append(Planned(cell, k, k + budget - 1))
+                    continue  # measured: a model result is never run again by resume (unless a rerun asked)
                 used = budget_used(sweep.attempts.get(cell.id) or [])
                 if retry_exhausted:
                     out.append(Planned(cell, k, k + budget - 1))
