@@ -48,8 +48,20 @@ class Notify(_Strict):
     @field_validator("webhook")
     @classmethod
     def _http(cls, v: str) -> str:
+        from urllib.parse import urlsplit
+
         if v and not v.startswith(("http://", "https://")):
             raise ValueError(f"{v!r} is not an http:// or https:// URL")
+        if v:
+            # Checked here, not first at night: a URL whose host or port cannot be read failed every notification
+            # of the schedule, after its sweep, without one retry.
+            try:
+                u = urlsplit(v)
+                host, _port = u.hostname, u.port
+            except ValueError as exc:
+                raise ValueError(f"{v!r} is not a valid URL ({exc})") from None
+            if not host:
+                raise ValueError(f"{v!r} names no host")
         return v
 
     @field_validator("command")
@@ -101,6 +113,10 @@ class Schedule(_Strict):
     @classmethod
     def _zone(cls, v: str) -> str:
         try:
+            # ZoneInfo also opens the zone folder's "localtime" (the machine's own zone) and "posixrules": zones
+            # that mean another thing on each machine beat may run on.
+            if v.lower() in ("localtime", "posixrules"):
+                raise ValueError(v)
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"{v!r} is not a known IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)") from None
@@ -111,6 +127,27 @@ class Schedule(_Strict):
     def _cron(cls, v: str) -> str:
         if v:
             cron_fields(v)
+        return v
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        from harness.errors import UsageError
+        from harness.plan import new_sweep_id
+
+        try:
+            new_sweep_id(v)  # the sweep id is made from it: refused here, not at every fire
+        except UsageError:
+            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (at most 64), starting with a letter or "
+                             "digit (it becomes part of each sweep's id)") from None
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        # A fire from the control queue carries its schedule whole: its name makes the state file's path.
+        if v and not _name_ok(v):
+            raise ValueError(f"schedule name {v!r}: use letters, digits, '-', '_' and '.'")
         return v
 
     @field_validator("hosts", "items", "agents")
@@ -148,9 +185,13 @@ class ScheduleFile(_Strict):
         if not v:
             raise ValueError("no schedule: add a [schedules.NAME] table")
         for name in v:
-            if not name or not all(c.isalnum() or c in "-_." for c in name):
+            if not _name_ok(name):
                 raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.'")
         return v
+
+
+def _name_ok(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
 
 
 def load_schedules(path: str | Path) -> ScheduleFile:
