@@ -73,13 +73,34 @@ def _live_roots(fleet):
 
 
 def _command_lines():
-    """Every process's command line, as one text (a release in use appears in it by its path)."""
+    """Every process's command line, as one text (a release in use appears in it by its path). Where there is a
+    /proc, from it: the command lines byte for byte (ps shows a newline in a path as '?') and each process's
+    working directory (an agent or check run from inside a release need not name it in its arguments)."""
+    if os.path.isdir("/proc/self"):
+        return _proc_lines()
     try:
         out = subprocess.run(["ps", "-axww", "-o", "command="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              timeout=30)
         return out.stdout.decode(errors="replace")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _proc_lines():
+    parts = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                parts.append(f.read().replace(b"\0", b" ").decode("utf-8", "surrogateescape"))
+        except OSError:
+            pass
+        try:
+            parts.append(os.readlink("/proc/%s/cwd" % pid) + "/")
+        except OSError:
+            pass  # another user's process, or gone
+    return "\n".join(parts)
 
 
 def _trash_it(path, trash, n):

@@ -274,3 +274,28 @@ def test_the_host_side_refuses_nan_days_itself(tmp_path):
     with pytest.raises(ValueError, match="keep_attempts_days"):
         hostclean.clean({"workdir": str(tmp_path), "keep_release": "x", "keep_attempts_days": float("nan")})
     assert fresh.is_dir()
+
+
+def test_a_release_in_use_by_its_working_directory_or_with_a_newline_in_its_name_is_kept(tmp_path):
+    """The in-use check read `ps` output: a process working inside a release without naming it in its arguments,
+    and a release whose name holds a newline (ps shows it as '?'), were not seen, and the release was removed."""
+    from workers import hostclean
+
+    rel = tmp_path / "harness"
+    by_cwd, by_name, unused = rel / "cwdrelease", rel / "new\nline", rel / "unused"
+    for folder in (by_cwd, by_name, unused):
+        (folder / "venv" / "bin").mkdir(parents=True)
+    users = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=by_cwd / "venv"),
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(by_name / "venv/bin/python")])]
+    try:
+        time.sleep(0.3)
+        answer = hostclean.clean({"workdir": str(tmp_path), "keep_release": "current", "keep_attempts_days": 14,
+                                  "dry_run": False})
+    finally:
+        for u in users:
+            u.kill()
+            u.wait()
+    kept = {k["path"]: k["why"] for k in answer["kept"]}
+    assert kept == {str(by_cwd): "in use by a running process", str(by_name): "in use by a running process"}, answer
+    assert [r["path"] for r in answer["releases"]] == [str(unused)]
+    assert by_cwd.is_dir() and by_name.is_dir() and not unused.exists()
