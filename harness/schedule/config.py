@@ -94,7 +94,10 @@ class Schedule(_Strict):
     name: str = Field("", description="The schedule's name: its table's key (filled in on load).")
     cron: str = Field("", description="Cron expression, minute hour day-of-month month day-of-week.")
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in, e.g. Europe/Berlin.")
-    every_s: float | None = Field(None, gt=0, description="For tests only: fire every N seconds instead of cron.")
+    every_s: float | None = Field(None, ge=1, le=366 * 86400, allow_inf_nan=False,
+                                  description="For tests only: fire every N seconds (1 to a year) instead of cron.")
+    # Below 1 s beat naps half the shortest period between checks: a busy loop flooding the control queue. Above
+    # a year (or inf) it is no timedelta: `fleet schedule list` and beat ended in an OverflowError traceback.
     inventory: str = Field(description="Inventory TOML (relative to the schedules file's folder).")
     prompts: str = Field("", description="Prompts directory (default: the bundled prompts/).")
     hosts: list[str] | None = Field(None, description="Host names (default: every host of the inventory).")
