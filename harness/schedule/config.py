@@ -150,7 +150,7 @@ class Schedule(_Strict):
     def _name(cls, v: str) -> str:
         # A fire from the control queue carries its schedule whole: its name makes the state file's path.
         if v and not _name_ok(v):
-            raise ValueError(f"schedule name {v!r}: use letters, digits, '-', '_' and '.'")
+            raise ValueError(f"schedule name {v!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit")
         return v
 
     @field_validator("hosts", "items", "agents")
@@ -189,12 +189,15 @@ class ScheduleFile(_Strict):
             raise ValueError("no schedule: add a [schedules.NAME] table")
         for name in v:
             if not _name_ok(name):
-                raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.'")
+                raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit")
         return v
 
 
 def _name_ok(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
+    # Starting with a letter or digit: the service's own files beside the state files begin with a dot
+    # (.state.lock; a schedule ".state" would take that lock as its run lock and be skipped at every fire).
+    return (bool(name) and name[0].isascii() and name[0].isalnum()
+            and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
 
 
 def load_schedules(path: str | Path) -> ScheduleFile:

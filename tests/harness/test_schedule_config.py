@@ -112,7 +112,7 @@ def test_run_and_service_refuse_the_embedded_broker(tmp_path: Path) -> None:
         assert_one_line_error(run_fleet(*args, cwd=tmp_path), "fleet schedule needs Redis")
 
 
-@pytest.mark.parametrize("name", ["..", ".", "a/b"])
+@pytest.mark.parametrize("name", ["..", ".", "a/b", ".state", "-x"])
 def test_odd_schedule_names_are_refused(tmp_path: Path, name: str) -> None:
     path = _write(tmp_path, GOOD.replace("[schedules.nightly]", f'[schedules."{name}"]'))
     with pytest.raises(ScheduleError, match="schedule name"):
