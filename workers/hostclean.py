@@ -121,7 +121,13 @@ def clean(req):
         raise ValueError("keep_attempts_days %r: not a number of days, 0 or more" % req["keep_attempts_days"])
     now = time.time()
     answer = {"releases": [], "attempts": [], "kept": [], "notes": [], "trash": 0}  # type: dict
-    if not os.path.isdir(workdir) or os.path.islink(workdir):
+    if os.path.islink(workdir):
+        # Never followed (a link put there would aim the clean's removals at its target), but said as what it is:
+        # "no work dir" sent the operator looking for a folder that is there.
+        answer["notes"].append("%s is a symbolic link: not cleaned (set the host's workdir to %s)"
+                               % (workdir, os.path.realpath(workdir)))
+        return answer
+    if not os.path.isdir(workdir):
         answer["notes"].append("%s: no work dir (nothing to clean)" % workdir)
         return answer
     lock_fd = None

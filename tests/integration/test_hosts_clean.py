@@ -299,3 +299,15 @@ def test_a_release_in_use_by_its_working_directory_or_with_a_newline_in_its_name
     assert kept == {str(by_cwd): "in use by a running process", str(by_name): "in use by a running process"}, answer
     assert [r["path"] for r in answer["releases"]] == [str(unused)]
     assert by_cwd.is_dir() and by_name.is_dir() and not unused.exists()
+
+
+def test_a_work_dir_that_is_a_link_is_said_to_be_one_and_left_alone(tmp_path):
+    real = tmp_path / "real"
+    old = real / "runs" / "s" / "attempt-1"
+    old.mkdir(parents=True)
+    _age(old)
+    (tmp_path / "work").symlink_to(real)
+    r = _fleet(["hosts", "clean", "-i", str(_local_inventory(tmp_path / "inv.toml", tmp_path / "work"))], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"here: {tmp_path / 'work'} is a symbolic link: not cleaned (set the host's workdir to {real})" in r.stdout
+    assert "no work dir" not in r.stdout and old.is_dir()
