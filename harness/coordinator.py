@@ -102,6 +102,7 @@ class Coordinator:
         return self._rerun(sweep, inventory, host, host_cells(sweep, host, items, agents))
 
     def _rerun(self, sweep: SweepRecord, inventory: Inventory, host: str, cells: list[Cell]) -> SweepRecord:
+        self._check_unfinished(sweep)
         self._check_inventory(sweep, inventory)
 
         def plan(w: SweepWriter) -> list[Planned]:
@@ -174,6 +175,18 @@ class Coordinator:
     def _next_attempt(sweep: SweepRecord, cell: Cell) -> int:
         runs = sweep.attempts.get(cell.id) or []
         return max((a.attempt for a in runs), default=0) + 1
+
+    def _check_unfinished(self, sweep: SweepRecord) -> None:
+        """A rerun of a sweep whose coordinator stopped before every cell ran to its end would end it `finished`,
+        with those cells pending (or dispatched) for good and its pass rate over the cells that did run: resume
+        it first. One a coordinator is still writing gets the writer's own "being written" line instead."""
+        if self.store.is_being_written(sweep.id):
+            return
+        open_cells = [c.id for c in sweep.cells if (last := sweep.last(c.id)) is None or last.status == "dispatched"]
+        if open_cells:
+            more = f" and {len(open_cells) - 1} more" if len(open_cells) > 1 else ""
+            raise UsageError(f"sweep {sweep.id} was stopped before every cell ran ({open_cells[0]}{more} not run to "
+                             f"its end): `fleet resume {sweep.id}` first, then rerun")
 
     def _check_inventory(self, sweep: SweepRecord, inventory: Inventory) -> None:
         if sweep.inventory_sha256 and inventory.sha256 and inventory.sha256 != sweep.inventory_sha256:

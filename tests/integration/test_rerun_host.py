@@ -91,6 +91,52 @@ def test_a_host_rerun_adds_attempts_and_every_view_says_rerun(tmp_path):
     assert "DELIVERED -> DELIVERED (rerun)" in text.stdout, text.stdout
 
 
+def _fast_setup(tmp_path):
+    import sys
+
+    from tests.integration.conftest import write_inventory, write_prompts
+
+    inv = write_inventory(tmp_path / "inv.toml", [f"""[hosts.here]
+transport = "local"
+workdir = "{tmp_path / 'work'}"
+python = "{sys.executable}"
+model = {{ base_url = "http://127.0.0.1:9/v1", id = "m", context = 4096, max_output = 512 }}
+[hosts.here.agents.fast]
+kind = "command"
+command = ["sh", "-c", "echo hi > out.txt; echo finished"]
+"""])
+    prompts = write_prompts(tmp_path / "prompts", {"01-a": "do it\n", "02-b": "do it\n"})
+    return inv, prompts
+
+
+def test_a_rerun_of_a_sweep_stopped_before_every_cell_ran_is_refused_until_resumed(tmp_path):
+    """A sweep whose coordinator died (status running, lock free) with a cell never run: a rerun of another cell
+    ended it `finished`, the cell pending for good and the pass rate over the cells that ran (prune could then
+    remove it as finished). It is one line, nothing written, until `fleet resume` has run the rest."""
+    inv, prompts = _fast_setup(tmp_path)
+    first = run_embedded(["sweep", "-i", str(inv), "--prompts", str(prompts)], tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    runs = tmp_path / "runs"
+    (sweep_id,) = [p.name for p in runs.iterdir() if (p / "sweep.json").exists()]
+    path = runs / sweep_id / "sweep.json"
+    record = json.loads(path.read_text())
+    del record["attempts"]["here/02-b/fast/r1"]
+    record["status"] = "running"
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    for args in (["rerun", "--sweep", sweep_id, "--host", "here", "--items", "01"], ["rerun", "here", "01", "--sweep", sweep_id]):
+        bad = run_embedded([*args, "-i", str(inv)], tmp_path)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert f"was stopped before every cell ran (here/02-b/fast/r1 not run to its end): `fleet resume {sweep_id}` " \
+            "first" in bad.stderr, bad.stderr
+    assert path.read_bytes() == before
+    assert run_embedded(["resume", sweep_id, "-i", str(inv)], tmp_path).returncode == 0
+    ok = run_embedded(["rerun", "--sweep", sweep_id, "--host", "here", "--items", "01", "-i", str(inv), "--json"], tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert {c["item"]: (c["attempts"], c["rerun"]) for c in json.loads(ok.stdout)["cells"]} == {
+        "01-a": (2, True), "02-b": (1, False)}
+
+
 def test_a_rerun_stopped_before_it_sent_every_cell_is_finished_by_resume(tmp_path):
     """A rerun records the cells it runs again (sweep.json's reruns) before it sends anything; one killed after
     sending some of them left the others at their old, measured attempt, which resume never runs again: the
