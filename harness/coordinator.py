@@ -102,6 +102,7 @@ class Coordinator:
         return self._rerun(sweep, inventory, host, host_cells(sweep, host, items, agents))
 
     def _rerun(self, sweep: SweepRecord, inventory: Inventory, host: str, cells: list[Cell]) -> SweepRecord:
+        self._check_unfinished(sweep)
         self._check_inventory(sweep, inventory)
 
         def plan(w: SweepWriter) -> list[Planned]:
@@ -117,10 +118,13 @@ class Coordinator:
         return self._run(sweep, inventory, plan)
 
     def resume(self, sweep_id: str, inventory: Inventory, retry_exhausted: bool = False) -> SweepRecord:
-        """Run the cells with no attempt, or whose last attempt is a harness failure, within their budget."""
+        """Run the cells with no attempt, or whose last attempt is a harness failure, within their budget, and
+        the cells a rerun that was stopped had planned but never sent."""
         sweep = self.store.load_sweep(sweep_id)
         self._check_inventory(sweep, inventory)
         budget = self.retry.max_attempts
+        # cell id -> the attempt the latest rerun naming it planned for it (recorded before anything was sent).
+        rerun_planned = {cid: k for r in sweep.reruns for cid, k in r.cells.items()}
 
         def todo(w: SweepWriter) -> list[Planned]:
             out, exhausted = [], []
@@ -143,9 +147,13 @@ class Coordinator:
                         self.on_warning(f"{cell.id} attempt {last.attempt}: cannot grade: {exc}")
                     # The writer records a graded copy of the summary; the one read above is still ungraded.
                     last = sweep.last(cell.id) or last
-                if summary_failure(last) is None:
-                    continue  # measured: a model result is never run again by resume
                 k = self._next_attempt(sweep, cell)
+                if summary_failure(last) is None:
+                    if rerun_planned.get(cell.id, 0) >= k:
+                        # A rerun stopped before it sent this cell's attempt: the rerun is recorded (the report
+                        # says the cell was run again), so resume finishes it, with the rerun's own budget.
+                        out.append(Planned(cell, k, k + budget - 1))
+                    continue  # measured: a model result is never run again by resume (unless a rerun asked)
                 used = budget_used(sweep.attempts.get(cell.id) or [])
                 if retry_exhausted:
                     out.append(Planned(cell, k, k + budget - 1))
@@ -167,6 +175,18 @@ class Coordinator:
     def _next_attempt(sweep: SweepRecord, cell: Cell) -> int:
         runs = sweep.attempts.get(cell.id) or []
         return max((a.attempt for a in runs), default=0) + 1
+
+    def _check_unfinished(self, sweep: SweepRecord) -> None:
+        """A rerun of a sweep whose coordinator stopped before every cell ran to its end would end it `finished`,
+        with those cells pending (or dispatched) for good and its pass rate over the cells that did run: resume
+        it first. One a coordinator is still writing gets the writer's own "being written" line instead."""
+        if self.store.is_being_written(sweep.id):
+            return
+        open_cells = [c.id for c in sweep.cells if (last := sweep.last(c.id)) is None or last.status == "dispatched"]
+        if open_cells:
+            more = f" and {len(open_cells) - 1} more" if len(open_cells) > 1 else ""
+            raise UsageError(f"sweep {sweep.id} was stopped before every cell ran ({open_cells[0]}{more} not run to "
+                             f"its end): `fleet resume {sweep.id}` first, then rerun")
 
     def _check_inventory(self, sweep: SweepRecord, inventory: Inventory) -> None:
         if sweep.inventory_sha256 and inventory.sha256 and inventory.sha256 != sweep.inventory_sha256:

@@ -9,11 +9,12 @@ what was kept and why.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import InfrastructureError
+from harness.errors import InfrastructureError, UsageError
 from harness.inventory import Host
 from workers.launcher import BOOT
 from workers.transport.base import Transport
@@ -46,6 +47,9 @@ class CleanReport:
 
 def clean_host(t: Transport, host: Host, keep_release: str, keep_attempts_days: float, dry_run: bool) -> CleanReport:
     """Clean one host over its transport; an unreachable host or a host-side error is an InfrastructureError."""
+    if math.isnan(keep_attempts_days) or keep_attempts_days < 0:
+        # NaN passes a range check (it compares false) and is younger than no folder: it would remove them all.
+        raise UsageError(f"--keep-attempts-days {keep_attempts_days}: must be a number of days, 0 or more")
     home = t.shell('printf %s "$HOME"', timeout=30).stdout.strip()
     workdir = home + host.workdir[1:] if host.workdir.startswith("~") else host.workdir
     body = {"source": HOSTCLEAN_SOURCE, "workdir": workdir, "keep_release": keep_release,

@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -34,8 +35,10 @@ TRASH = ".trash"
 INDEX_TABLES = ("attempts", "grades", "artifacts", "sweep_plans", "cells", "overrides")
 """The index's tables keyed by ``sweep_id`` (``sweeps`` is keyed by ``id``)."""
 
-_AGE = re.compile(r"^(\d+)([smhdw])$")
+_AGE = re.compile(r"^([0-9]+)([smhdw])$")  # ASCII digits only: \d would take any script's digits
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_DAYS = 36500
+"""The longest --older-than (100 years): beyond some thousands of years "now minus AGE" is no date at all."""
 
 
 def parse_age(text: str) -> timedelta:
@@ -43,7 +46,18 @@ def parse_age(text: str) -> timedelta:
     m = _AGE.match(text.strip())
     if not m or int(m.group(1)) == 0:
         raise UsageError(f"--older-than {text!r}: not an age (a positive number and a unit: 30d, 12h, 90m, 2w)")
-    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
+    seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
+    if seconds > MAX_AGE_DAYS * 86400:
+        raise UsageError(f"--older-than {text!r}: too long (at most {MAX_AGE_DAYS}d)")
+    return timedelta(seconds=seconds)
+
+
+def _cutoff(now: datetime, older_than: timedelta) -> datetime:
+    """``now - older_than``; an age longer than the calendar goes back means no sweep is that old."""
+    try:
+        return now - older_than
+    except OverflowError:
+        return datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass
@@ -106,7 +120,9 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
     result = PruneResult()
     with _prune_lock(root, dry_run):
         if not dry_run:
+            _check_index(store)
             result.finished_trash = _finish_trash(store)
+        result.skipped.extend(_orphan_rows(store, label, dry_run))
         candidates = []
         for entry in sorted(root.iterdir(), key=lambda p: p.name):
             name = entry.name
@@ -130,7 +146,7 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
             candidates.append(rec)
         # Newest first, as `fleet sweeps` orders them: by creation time, then id.
         candidates.sort(key=lambda r: (r.created_at, r.id), reverse=True)
-        cutoff = (now or datetime.now(timezone.utc)) - older_than if older_than is not None else None
+        cutoff = _cutoff(now or datetime.now(timezone.utc), older_than) if older_than is not None else None
         for i, rec in enumerate(candidates):
             if keep is not None and i < keep:
                 continue
@@ -138,7 +154,12 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
                 created = _parse_time(rec.created_at)
                 if created is None or created > cutoff:
                     continue
-            if rec.status in ("planned", "running") or store.is_being_written(rec.id):
+            try:
+                busy = rec.status in ("planned", "running") or _being_written(store, rec.id)
+            except _LeftAlone as exc:
+                result.skipped.append(str(exc))
+                continue
+            if busy:
                 result.kept_running.append(rec.id)
                 continue
             size = tree_size(store.sweep_dir(rec.id))
@@ -157,6 +178,28 @@ def prune(store: Store, keep: int | None = None, older_than: timedelta | None = 
 
 class _LeftAlone(Exception):
     """A sweep prune cannot safely lock: said, and left where it is."""
+
+
+def _being_written(store: Store, sweep_id: str) -> bool:
+    """``Store.is_being_written`` without its blocking open: a crafted ``.lock`` that is a FIFO would make that
+    open wait for a writer forever, with the prune lock held (every later prune waiting behind it). A lock that
+    is not a regular file is left alone; one that is a link is for ``_remove`` to refuse."""
+    path = store.sweep_dir(sweep_id) / ".lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # none (never written here), a link, unreadable: _remove decides, under its own open
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _LeftAlone(f"{sweep_id}: its lock {path} is not a regular file (the store writes only those): "
+                             "left alone")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+    finally:
+        os.close(fd)
 
 
 class _Held:
@@ -194,6 +237,8 @@ def _remove(store: Store, sweep_id: str) -> bool:
     except OSError as exc:
         raise _LeftAlone(f"{sweep_id}: cannot take its lock {folder / '.lock'} ({exc.strerror or exc}): left alone") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _LeftAlone(f"{sweep_id}: its lock {folder / '.lock'} is not a regular file: left alone")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -203,6 +248,10 @@ def _remove(store: Store, sweep_id: str) -> bool:
             return False
         trash = store.root / TRASH
         try:
+            if trash.is_symlink() or (trash.exists() and not trash.is_dir()):
+                # The trash is the store's own: a link there would move the sweep out of RUNS, where an
+                # interrupted prune's leftovers are never found again. The link goes, never its target.
+                trash.unlink()
             trash.mkdir(exist_ok=True)
             target = trash / f"{sweep_id}~{secrets.token_hex(4)}"
             os.rename(folder, target)
@@ -240,3 +289,41 @@ def _finish_trash(store: Store) -> int:
         freed += tree_size(entry)
         shutil.rmtree(entry, ignore_errors=True)
     return freed
+
+
+def _check_index(store: Store) -> None:
+    """Refuse to start when the index cannot be written: a sweep moved into the trash whose rows then cannot be
+    deleted would be gone from every listing but the index's, and every later prune would stop at it."""
+    if not (store.root / "index.sqlite").is_file():
+        return
+    try:
+        with store.index() as db:
+            db.execute("SELECT count(*) FROM sweeps").fetchone()
+    except StoreError as exc:
+        raise StoreError(f"{exc}: prune needs the index to delete removed sweeps' rows; nothing removed "
+                         "(move the file away to prune without it)") from None
+
+
+def _orphan_rows(store: Store, label: str | None, dry_run: bool) -> list[str]:
+    """Index rows of sweeps whose folder is gone (removed by hand, or by an older prune): no listing of the
+    folders shows them, but the dashboard reads the index and would list them for ever. Dropped (of ``label``
+    only, when given), each said."""
+    if not (store.root / "index.sqlite").is_file():
+        return []
+    union = " UNION ".join(f"SELECT DISTINCT sweep_id FROM {t}" for t in INDEX_TABLES)  # noqa: S608 - fixed names
+    rows = store.query_index((f"SELECT id FROM sweeps UNION {union}", ()), ("SELECT id, label FROM sweeps", ()))
+    if rows is None:
+        return []  # unreadable: a dry run says nothing of it, a real prune has stopped at _check_index already
+    ids = [r[0] for r in rows[0] if isinstance(r[0], str)]
+    labels = dict(rows[1])
+    said = []
+    for sweep_id in sorted(ids):
+        if label is not None and labels.get(sweep_id) != label:
+            continue
+        folder = store.root / sweep_id
+        if not sweep_id or "/" in sweep_id or folder.exists() or folder.is_symlink():
+            continue
+        if not dry_run:
+            _drop_rows(store, sweep_id)
+        said.append(f"{sweep_id}: its folder is gone; its index rows {'would be' if dry_run else 'were'} deleted")
+    return said

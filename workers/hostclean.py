@@ -20,6 +20,7 @@ deleted; a clean that was killed leaves its trash to the next one. Two cleans of
 
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -72,13 +73,34 @@ def _live_roots(fleet):
 
 
 def _command_lines():
-    """Every process's command line, as one text (a release in use appears in it by its path)."""
+    """Every process's command line, as one text (a release in use appears in it by its path). Where there is a
+    /proc, from it: the command lines byte for byte (ps shows a newline in a path as '?') and each process's
+    working directory (an agent or check run from inside a release need not name it in its arguments)."""
+    if os.path.isdir("/proc/self"):
+        return _proc_lines()
     try:
         out = subprocess.run(["ps", "-axww", "-o", "command="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              timeout=30)
         return out.stdout.decode(errors="replace")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _proc_lines():
+    parts = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                parts.append(f.read().replace(b"\0", b" ").decode("utf-8", "surrogateescape"))
+        except OSError:
+            pass
+        try:
+            parts.append(os.readlink("/proc/%s/cwd" % pid) + "/")
+        except OSError:
+            pass  # another user's process, or gone
+    return "\n".join(parts)
 
 
 def _trash_it(path, trash, n):
@@ -90,21 +112,36 @@ def _trash_it(path, trash, n):
 def clean(req):
     workdir = os.path.normpath(req["workdir"])
     fleet = os.path.join(workdir, ".fleet")
+    trash = os.path.join(fleet, "trash")
     dry = bool(req.get("dry_run"))
     keep_release = req["keep_release"]
     cutoff_s = float(req["keep_attempts_days"]) * 86400
+    if math.isnan(cutoff_s) or cutoff_s < 0:
+        # NaN compares false with every age, so "younger than NaN" would hold for none: every folder would go.
+        raise ValueError("keep_attempts_days %r: not a number of days, 0 or more" % req["keep_attempts_days"])
     now = time.time()
     answer = {"releases": [], "attempts": [], "kept": [], "notes": [], "trash": 0}  # type: dict
-    if not os.path.isdir(workdir) or os.path.islink(workdir):
+    if os.path.islink(workdir):
+        # Never followed (a link put there would aim the clean's removals at its target), but said as what it is:
+        # "no work dir" sent the operator looking for a folder that is there.
+        answer["notes"].append("%s is a symbolic link: not cleaned (set the host's workdir to %s)"
+                               % (workdir, os.path.realpath(workdir)))
+        return answer
+    if not os.path.isdir(workdir):
         answer["notes"].append("%s: no work dir (nothing to clean)" % workdir)
         return answer
     lock_fd = None
-    trash = os.path.join(fleet, "trash")
     if not dry:
+        # The trash's contents are deleted whole: a .fleet or trash that is a link (an agent runs as this user
+        # and can write the work dir) would make this delete what the link points at.
+        if os.path.islink(fleet):
+            raise ValueError("%s is a symbolic link: not cleaned (its trash would be the link's target)" % fleet)
         if not os.path.isdir(fleet):
             os.makedirs(fleet, 0o700)
         lock_fd = os.open(os.path.join(fleet, "clean.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if os.path.islink(trash) or (os.path.lexists(trash) and not os.path.isdir(trash)):
+            os.unlink(trash)  # the link (or file) itself, never its target
         if not os.path.isdir(trash):
             os.mkdir(trash, 0o700)
         for name in os.listdir(trash):  # what a clean that was killed had moved away

@@ -48,8 +48,20 @@ class Notify(_Strict):
     @field_validator("webhook")
     @classmethod
     def _http(cls, v: str) -> str:
+        from urllib.parse import urlsplit
+
         if v and not v.startswith(("http://", "https://")):
             raise ValueError(f"{v!r} is not an http:// or https:// URL")
+        if v:
+            # Checked here, not first at night: a URL whose host or port cannot be read failed every notification
+            # of the schedule, after its sweep, without one retry.
+            try:
+                u = urlsplit(v)
+                host, _port = u.hostname, u.port
+            except ValueError as exc:
+                raise ValueError(f"{v!r} is not a valid URL ({exc})") from None
+            if not host:
+                raise ValueError(f"{v!r} names no host")
         return v
 
     @field_validator("command")
@@ -82,7 +94,10 @@ class Schedule(_Strict):
     name: str = Field("", description="The schedule's name: its table's key (filled in on load).")
     cron: str = Field("", description="Cron expression, minute hour day-of-month month day-of-week.")
     timezone: str = Field("UTC", description="IANA time zone the cron expression is read in, e.g. Europe/Berlin.")
-    every_s: float | None = Field(None, gt=0, description="For tests only: fire every N seconds instead of cron.")
+    every_s: float | None = Field(None, ge=1, le=366 * 86400, allow_inf_nan=False,
+                                  description="For tests only: fire every N seconds (1 to a year) instead of cron.")
+    # Below 1 s beat naps half the shortest period between checks: a busy loop flooding the control queue. Above
+    # a year (or inf) it is no timedelta: `fleet schedule list` and beat ended in an OverflowError traceback.
     inventory: str = Field(description="Inventory TOML (relative to the schedules file's folder).")
     prompts: str = Field("", description="Prompts directory (default: the bundled prompts/).")
     hosts: list[str] | None = Field(None, description="Host names (default: every host of the inventory).")
@@ -101,6 +116,10 @@ class Schedule(_Strict):
     @classmethod
     def _zone(cls, v: str) -> str:
         try:
+            # ZoneInfo also opens the zone folder's "localtime" (the machine's own zone) and "posixrules": zones
+            # that mean another thing on each machine beat may run on.
+            if v.lower() in ("localtime", "posixrules"):
+                raise ValueError(v)
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"{v!r} is not a known IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)") from None
@@ -111,6 +130,27 @@ class Schedule(_Strict):
     def _cron(cls, v: str) -> str:
         if v:
             cron_fields(v)
+        return v
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        from harness.errors import UsageError
+        from harness.plan import new_sweep_id
+
+        try:
+            new_sweep_id(v)  # the sweep id is made from it: refused here, not at every fire
+        except UsageError:
+            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (at most 64), starting with a letter or "
+                             "digit (it becomes part of each sweep's id)") from None
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        # A fire from the control queue carries its schedule whole: its name makes the state file's path.
+        if v and not _name_ok(v):
+            raise ValueError(f"schedule name {v!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit")
         return v
 
     @field_validator("hosts", "items", "agents")
@@ -148,9 +188,16 @@ class ScheduleFile(_Strict):
         if not v:
             raise ValueError("no schedule: add a [schedules.NAME] table")
         for name in v:
-            if not name or not all(c.isalnum() or c in "-_." for c in name):
-                raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.'")
+            if not _name_ok(name):
+                raise ValueError(f"schedule name {name!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit")
         return v
+
+
+def _name_ok(name: str) -> bool:
+    # Starting with a letter or digit: the service's own files beside the state files begin with a dot
+    # (.state.lock; a schedule ".state" would take that lock as its run lock and be skipped at every fire).
+    return (bool(name) and name[0].isascii() and name[0].isalnum()
+            and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
 
 
 def load_schedules(path: str | Path) -> ScheduleFile:

@@ -1,8 +1,11 @@
 """``fleet schedule service``: the coordinator service. It consumes the control queue beat fills and runs each
 fired schedule's sweep with the Coordinator, then its report, comparison and notification.
 
-- One sweep per schedule at a time: a fire that comes while that schedule's sweep runs is skipped, or queued to run
-  when it ends (``on_late``; several queued fires are one), and the log and the notification say so.
+- One sweep per schedule at a time, across every service of the namespace: the thread running a schedule's sweep
+  holds ``<runs>/.schedules/<namespace>/<name>.lock`` (an flock the kernel releases if the service dies), and
+  every read-change-write of a state file is done holding ``.state.lock`` there. A fire that comes while that
+  schedule's sweep runs (in this service or another) is skipped, or queued to run when it ends (``on_late``;
+  several queued fires are one), and the log and the notification say so.
 - Each schedule's state is a file, ``<runs>/.schedules/<namespace>/<name>.json``, written before a fire's message
   is acknowledged: a service killed mid-sweep finds the sweep there when it starts again and resumes it
   (``Coordinator.resume``); one killed before it planned anything runs the sweep afresh.
@@ -12,13 +15,16 @@ fired schedule's sweep with the Coordinator, then its report, comparison and not
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+import os
 import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -86,24 +92,55 @@ class Service:
     def save_state(self, state: ScheduleState) -> None:
         atomic_write(self._path(state.schedule.name), state.model_dump_json(indent=2).encode())
 
+    # -- locks: one sweep per schedule, across services ----------------------------------------------------
+    @contextlib.contextmanager
+    def _state_lock(self) -> Iterator[None]:
+        """This service's threads and every other service of the namespace take turns at the state files."""
+        with self._lock:
+            fd = os.open(state_dir(self.settings) / ".state.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+    def _take(self, name: str) -> int | None:
+        """The schedule's run lock (held while its sweep runs), or None when a thread of this or another service
+        holds it. flock is per open file, so a second thread of this process is refused like another process."""
+        fd = os.open(state_dir(self.settings) / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
     # -- the service -----------------------------------------------------------------------------------
     def resume_interrupted(self) -> None:
-        """Start again every sweep a previous service left running."""
-        for path in sorted(state_dir(self.settings).glob("*.json")):
-            state = self.load_state(path.stem)
-            if state is None or state.status != "running":
-                continue
-            what = f"resuming sweep {state.sweep}" if state.sweep else "no sweep was planned yet; running it afresh"
-            self.say(f"schedule {state.schedule.name}: the service stopped during the fire at {state.fired_at}; {what}")
-            self._start(state)
+        """Start again every sweep a previous service left running (not one another service runs now)."""
+        with self._state_lock():
+            for path in sorted(state_dir(self.settings).glob("*.json")):
+                state = self.load_state(path.stem)
+                if state is None or state.status != "running":
+                    continue
+                held = self._take(state.schedule.name)
+                if held is None:
+                    self.say(f"schedule {state.schedule.name}: its sweep {state.sweep or '(being planned)'} is run by "
+                             "another service; left to it")
+                    continue
+                what = f"resuming sweep {state.sweep}" if state.sweep else "no sweep was planned yet; running it afresh"
+                self.say(f"schedule {state.schedule.name}: the service stopped during the fire at {state.fired_at}; {what}")
+                self._start(state, held)
 
     def fire(self, schedule: Schedule, fired_at: str) -> None:
         """A fire from beat: run the schedule's sweep, unless one runs (then skip or queue it)."""
         name = schedule.name
-        with self._lock:
+        with self._state_lock():
             state = self.load_state(name)
-            running = self._threads.get(name)
-            if running is not None and running.is_alive() and state is not None and state.status == "running":
+            held = self._take(name)
+            if held is None:
+                # Its sweep runs, here or in another service (which set its state running before it took the lock).
+                state = state or ScheduleState(schedule=schedule, status="running")
                 sweep = state.sweep or "(being planned)"
                 if schedule.on_late == "queue":
                     state.queued, state.queued_schedule = fired_at, schedule
@@ -117,33 +154,49 @@ class Service:
                                        sweep=state.sweep, status="running", note=note)
                 threading.Thread(target=self._notify, args=(schedule, skipped), daemon=True).start()
                 return
+            if state is not None and state.status == "running" and state.sweep:
+                # Running, yet nobody holds its lock: the service that ran it died while another one was up.
+                self.say(f"schedule {name}: sweep {state.sweep} of a service that stopped is left interrupted "
+                         f"(`fleet resume {state.sweep}` finishes it)")
             state = ScheduleState(schedule=schedule, status="running", fired_at=fired_at)
-            self.save_state(state)
+            try:
+                self.save_state(state)
+            except BaseException:
+                os.close(held)
+                raise
             self.say(f"schedule {name}: fired at {fired_at}; starting its sweep")
-            self._start(state)
+            self._start(state, held)
 
-    def _start(self, state: ScheduleState) -> None:
-        t = threading.Thread(target=self._run, args=(state,), name=f"schedule-{state.schedule.name}", daemon=True)
+    def _start(self, state: ScheduleState, held: int) -> None:
+        t = threading.Thread(target=self._run, args=(state, held), name=f"schedule-{state.schedule.name}", daemon=True)
         self._threads[state.schedule.name] = t
         t.start()
 
     def running(self) -> list[str]:
         return [n for n, t in self._threads.items() if t.is_alive()]
 
-    def _run(self, state: ScheduleState) -> None:
-        while True:
-            self._one_sweep(state)
-            with self._lock:
-                now = self.load_state(state.schedule.name) or state
-                if now.queued and now.queued_schedule is not None:
-                    note = f"fired at {now.queued} while sweep {now.sweep} ran; queued (on_late = queue) and run after it"
-                    self.say(f"schedule {now.schedule.name}: running the fire queued at {now.queued}")
-                    state = ScheduleState(schedule=now.queued_schedule, status="running", fired_at=now.queued, note=note)
-                    self.save_state(state)
-                    continue
-                now.status = "idle"
-                self.save_state(now)
-                return
+    def _run(self, state: ScheduleState, held: int) -> None:
+        """Run the schedule's sweep (and the fires queued meanwhile, by any service) holding its run lock; it is
+        let go with the state saved idle, under the state lock, so no fire falls between the two."""
+        try:
+            while True:
+                self._one_sweep(state)
+                with self._state_lock():
+                    now = self.load_state(state.schedule.name) or state
+                    if now.queued and now.queued_schedule is not None:
+                        note = f"fired at {now.queued} while sweep {now.sweep} ran; queued (on_late = queue) and run after it"
+                        self.say(f"schedule {now.schedule.name}: running the fire queued at {now.queued}")
+                        state = ScheduleState(schedule=now.queued_schedule, status="running", fired_at=now.queued, note=note)
+                        self.save_state(state)
+                        continue
+                    now.status = "idle"
+                    self.save_state(now)
+                    os.close(held)
+                    held = -1
+                    return
+        finally:
+            if held >= 0:
+                os.close(held)
 
     def _one_sweep(self, state: ScheduleState) -> None:
         from harness.catalog import load_catalog
@@ -156,7 +209,7 @@ class Service:
 
         def on_start(sweep: Any) -> None:
             if state.sweep != sweep.id:
-                with self._lock:
+                with self._state_lock():
                     current = self.load_state(s.name) or state
                     current.sweep = state.sweep = sweep.id
                     self.save_state(current)

@@ -83,3 +83,83 @@ def test_a_notification_that_keeps_failing_gives_up_without_raising(tmp_path: Pa
     bad = notify(Notify(command=[sys.executable, "-c", "import sys; sys.exit('no mail server')"], retries=0),
                  SUMMARY, lines.append)
     assert list(bad.values()) == [False] and "exited 1: no mail server" in lines[-1]
+
+
+class Trickler:
+    """A webhook receiver that answers a header line every 0.2 s, for ever: each read is quick, so urllib's
+    timeout (per socket operation) never trips."""
+
+    def __init__(self) -> None:
+        import socket
+        import time
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
+        self.stop = threading.Event()
+
+        def one(conn: socket.socket) -> None:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                while not self.stop.is_set():
+                    conn.sendall(b"X-Slow: yes\r\n")
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+        def serve() -> None:
+            while not self.stop.is_set():
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def test_a_webhook_that_trickles_its_answer_is_cut_at_the_timeout() -> None:
+    """A receiver that never finishes its answer hung the notification (and so the schedule's sweep thread, whose
+    state stayed `running`, so every later fire was skipped)."""
+    import time
+
+    trickler = Trickler()
+    try:
+        lines: list[str] = []
+        t0 = time.monotonic()
+        done = notify(Notify(webhook=trickler.url, retries=1, backoff_s=0.01, timeout_s=1), SUMMARY, lines.append)
+        took = time.monotonic() - t0
+    finally:
+        trickler.close()
+    assert list(done.values()) == [False] and took < 10, (took, lines)
+    assert "no whole answer in 1 s" in lines[0] and "giving up" in lines[-1], lines
+
+
+def test_a_command_that_hangs_is_ended_with_what_it_started(tmp_path: Path) -> None:
+    import os
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    lines: list[str] = []
+    done = notify(Notify(command=["sh", "-c", script], retries=0, timeout_s=1), SUMMARY, lines.append)
+    assert list(done.values()) == [False] and "did not finish in 1 s" in lines[-1], lines
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        raise AssertionError("the command's own child was left running")

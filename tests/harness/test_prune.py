@@ -89,6 +89,12 @@ def test_older_than_and_label(tmp_path):
     (["--older-than", "30"], "not an age"),
     (["--older-than", "0d"], "not an age"),
     (["--older-than", "1y"], "not an age"),
+    (["--older-than", "-1d"], "not an age"),
+    (["--older-than", "abc"], "not an age"),
+    (["--older-than", "\u0663d"], "not an age"),  # an Arabic-Indic 3: \\d took it
+    (["--older-than", "9999999d"], "too long"),  # now minus it is no date: was an OverflowError traceback
+    (["--older-than", "99999999999999999999d"], "too long"),  # too large for a timedelta: was a traceback
+    (["--older-than", "99999999999w"], "too long"),
     (["--keep", "-1"], "--keep -1"),
     (["--keep", "x"], "--keep"),
 ])
@@ -236,3 +242,71 @@ def test_a_writer_that_waited_for_a_pruned_sweep_writes_nothing(tmp_path):
     t.join()
     assert errors == [f"sweep {sweep_id} was removed (fleet prune) while this waited to write it"]
     assert not folder.exists() or not (folder / "sweep.json").exists()
+
+
+def test_an_age_beyond_the_calendar_removes_nothing_and_raises_nothing(tmp_path):
+    """prune() called with a timedelta longer than the calendar goes back: no sweep is that old."""
+    from datetime import timedelta
+
+    store = _store(tmp_path, 2)
+    done = prune(store, older_than=timedelta(days=999_999_999))
+    assert done.removed == [] and len(store.list_sweeps()) == 2
+
+
+def test_a_sweep_whose_lock_is_a_fifo_does_not_hang_the_prune(tmp_path):
+    """Opening a FIFO for reading waits for a writer: a crafted `.lock` FIFO hung prune forever, holding the prune
+    lock. It is left alone, said, and the other sweeps are pruned."""
+    store = _store(tmp_path, 3)
+    lock = store.sweep_dir("20261101-020000-nightly") / ".lock"
+    lock.unlink()
+    os.mkfifo(lock)
+    r = subprocess.run(fleet_argv() + ["prune", "--keep", "1", "--runs", str(store.root)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "20261101-020000-nightly: its lock" in r.stderr and "not a regular file" in r.stderr, r.stderr
+    assert store.list_sweeps() == ["20261101-020000-nightly", "20261103-020000-nightly"]
+
+
+def test_a_trash_that_is_a_link_is_replaced_and_its_target_untouched(tmp_path):
+    store = _store(tmp_path, 2)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    (store.root / TRASH).symlink_to(outside)
+    done = prune(store, keep=0)
+    assert len(done.removed) == 2 and store.list_sweeps() == []
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]  # no sweep was moved out of RUNS
+    assert (store.root / TRASH).is_dir() and not (store.root / TRASH).is_symlink()
+
+
+def test_index_rows_of_a_sweep_whose_folder_is_gone_are_deleted_and_said(tmp_path):
+    """A sweep folder removed by hand left its rows in the index for ever (the dashboard reads them)."""
+    import shutil
+
+    store = _store(tmp_path, 3)
+    shutil.rmtree(store.sweep_dir("20261101-020000-nightly"))
+    dry = run_fleet("prune", "--keep", "5", "--dry-run", "--runs", str(store.root), cwd=tmp_path)
+    assert dry.returncode == 0 and "20261101-020000-nightly: its folder is gone; its index rows would be deleted" \
+        in dry.stderr, dry.stderr
+    assert "20261101-020000-nightly" in _index_ids(store)["sweeps"]
+    r = run_fleet("prune", "--keep", "5", "--runs", str(store.root), cwd=tmp_path)
+    assert r.returncode == 0 and "its index rows were deleted" in r.stderr, r.stderr
+    for table, ids in _index_ids(store).items():
+        assert ids == {"20261102-020000-nightly", "20261103-020000-nightly"}, table
+    # Of another label: left, with --label.
+    shutil.rmtree(store.sweep_dir("20261102-020000-nightly"))
+    assert prune(store, keep=5, label="adhoc").skipped == []
+    assert "20261102-020000-nightly" in _index_ids(store)["sweeps"]
+
+
+def test_an_unreadable_index_stops_prune_before_anything_is_moved(tmp_path):
+    """Moving a sweep into the trash and then failing to delete its rows left it invisible, and every later prune
+    stopped at the same error with the sweep in the trash: the index is checked first."""
+    store = _store(tmp_path, 3)
+    (store.root / "index.sqlite").write_bytes(b"not a database" * 100)
+    r = run_fleet("prune", "--keep", "1", "--runs", str(store.root), cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("fleet: error: ") and "index.sqlite" in lines[0] and "nothing removed" in lines[0]
+    assert len(store.list_sweeps()) == 3
+    assert not (store.root / TRASH).exists() or not any((store.root / TRASH).iterdir())

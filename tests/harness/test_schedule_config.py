@@ -48,9 +48,22 @@ def test_the_example_file_loads_with_paths_from_its_folder() -> None:
     ("", 'on_late = "later"', "schedules.nightly.on_late", "'skip' or 'queue'"),
     ("", 'repeat = "three"', "schedules.nightly.repeat", "integer"),
     ("", "every_s = 5", "schedules.nightly.cron", "exactly one of cron"),
+    ('cron = "0 2 * * *"', "every_s = 0.000001", "schedules.nightly.every_s", "greater than or equal to 1"),
+    ('cron = "0 2 * * *"', "every_s = inf", "schedules.nightly.every_s", "finite number"),
+    ('cron = "0 2 * * *"', "every_s = 1e300", "schedules.nightly.every_s", "less than or equal to"),
     ('label = "nightly"', 'label = ""', "schedules.nightly.label", "give a label"),
     ("", "hosts = []", "schedules.nightly.hosts", "empty list"),
     ("", 'notify = { webhook = "ftp://x" }', "schedules.nightly.notify.webhook", "not an http"),
+    # Each of these was accepted, and failed every night's notification without a retry (ValueError in urlsplit).
+    ("", 'notify = { webhook = "http://127.0.0.1:99999/x" }', "schedules.nightly.notify.webhook", "Port out of range"),
+    ("", 'notify = { webhook = "http://[::1/x" }', "schedules.nightly.notify.webhook", "not a valid URL"),
+    ("", 'notify = { webhook = "http:///x" }', "schedules.nightly.notify.webhook", "names no host"),
+    # A label becomes part of each sweep's id: refused on load, not at every fire.
+    ('label = "nightly"', 'label = "a/b"', "schedules.nightly.label", "use letters, digits"),
+    ('label = "nightly"', 'label = ".."', "schedules.nightly.label", "use letters, digits"),
+    ('label = "nightly"', 'label = "../../etc"', "schedules.nightly.label", "use letters, digits"),
+    ('timezone = "Europe/Berlin"', 'timezone = "localtime"', "schedules.nightly.timezone", "not a known IANA"),
+    ('timezone = "Europe/Berlin"', 'timezone = "../../../etc/passwd"', "schedules.nightly.timezone", "not a known"),
 ])
 def test_bad_input_is_one_line_with_file_and_key(tmp_path: Path, old: str, new: str, key: str, problem: str) -> None:
     text = GOOD.replace(old + "\n", new + "\n") if old else GOOD + new + "\n"
@@ -97,3 +110,21 @@ def test_fleet_schedule_list_prints_next_fires_and_refuses_bad_files(tmp_path: P
 def test_run_and_service_refuse_the_embedded_broker(tmp_path: Path) -> None:
     for args in (("schedule", "run", "-f", str(EXAMPLE)), ("schedule", "service")):
         assert_one_line_error(run_fleet(*args, cwd=tmp_path), "fleet schedule needs Redis")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", ".state", "-x"])
+def test_odd_schedule_names_are_refused(tmp_path: Path, name: str) -> None:
+    path = _write(tmp_path, GOOD.replace("[schedules.nightly]", f'[schedules."{name}"]'))
+    with pytest.raises(ScheduleError, match="schedule name"):
+        load_schedules(path)
+
+
+def test_a_fire_message_whose_schedule_name_is_a_path_is_refused() -> None:
+    """The service takes a fire's schedule from the control queue; its name makes the state file's path."""
+    from pydantic import ValidationError
+
+    from harness.schedule.config import Schedule
+
+    with pytest.raises(ValidationError, match="schedule name"):
+        Schedule.model_validate({"name": "../../../tmp/x", "cron": "0 2 * * *", "inventory": "/x.toml",
+                                 "label": "nightly"})

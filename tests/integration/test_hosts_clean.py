@@ -220,3 +220,94 @@ command = ["sh", "-c", "sleep 12; echo done > out.txt; echo finished"]
     after = _fleet(["hosts", "clean", "-i", str(inv)], tmp_path)
     assert after.returncode == 0 and f"here: removed attempt folder {root} (" in after.stdout, after.stdout
     assert run_embedded(["status", "--json"], tmp_path).returncode == 0  # the coordinator's store is untouched
+
+
+def test_a_trash_or_fleet_that_is_a_link_never_deletes_its_target(tmp_path):
+    """An agent runs as the host's user and can write the work dir: a `.fleet/trash` (or `.fleet`) made a link to
+    a folder elsewhere must not make a clean delete what is in that folder (the trash's contents are deleted)."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (outside / "precious").mkdir(parents=True)
+    (outside / "precious" / "a.txt").write_text("keep")
+    (work / ".fleet").mkdir(parents=True)
+    (work / ".fleet" / "trash").symlink_to(outside / "precious")
+    old = work / "runs" / "s" / "u" / "h" / "01-item" / "cmd" / "r1" / "attempt-1"
+    old.mkdir(parents=True)
+    _age(old)
+    inv = _local_inventory(tmp_path / "inv.toml", work)
+    r = _fleet(["hosts", "clean", "-i", str(inv)], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (outside / "precious" / "a.txt").read_text() == "keep"
+    assert f"here: removed attempt folder {old} (" in r.stdout and not old.exists(), r.stdout
+    assert (work / ".fleet" / "trash").is_dir() and not (work / ".fleet" / "trash").is_symlink()
+
+    # A .fleet that is a link: the host's clean fails, said in one line, and nothing is deleted.
+    work2 = tmp_path / "work2"
+    (work2 / "runs").mkdir(parents=True)
+    (outside / "fleetdir" / "trash" / "x").mkdir(parents=True)
+    (outside / "fleetdir" / "trash" / "x" / "b.txt").write_text("keep")
+    (work2 / ".fleet").symlink_to(outside / "fleetdir")
+    r = _fleet(["hosts", "clean", "-i", str(_local_inventory(tmp_path / "inv2.toml", work2))], tmp_path)
+    assert r.returncode == 1 and "here: FAILED" in r.stdout and ".fleet is a symbolic link" in r.stdout, r.stdout
+    assert (outside / "fleetdir" / "trash" / "x" / "b.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("days", ["nan", "NaN", "-inf"])
+def test_keep_attempts_days_that_is_not_a_number_is_refused(tmp_path, days):
+    """NaN passes click's range check (it compares false with 0) and no folder is younger than it: it must not
+    mean "remove every attempt folder"."""
+    work = tmp_path / "work"
+    fresh = work / "runs" / "s" / "u" / "h" / "01-item" / "cmd" / "r1" / "attempt-1"
+    fresh.mkdir(parents=True)
+    inv = _local_inventory(tmp_path / "inv.toml", work)
+    r = _fleet(["hosts", "clean", "-i", str(inv), "--keep-attempts-days", days], tmp_path)
+    assert r.returncode == 2 and "--keep-attempts-days" in r.stderr, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert fresh.is_dir()
+
+
+def test_the_host_side_refuses_nan_days_itself(tmp_path):
+    """The host side checks the request too (a coordinator of another version may send it)."""
+    from workers import hostclean
+
+    fresh = tmp_path / "runs" / "s" / "attempt-1"
+    fresh.mkdir(parents=True)
+    with pytest.raises(ValueError, match="keep_attempts_days"):
+        hostclean.clean({"workdir": str(tmp_path), "keep_release": "x", "keep_attempts_days": float("nan")})
+    assert fresh.is_dir()
+
+
+def test_a_release_in_use_by_its_working_directory_or_with_a_newline_in_its_name_is_kept(tmp_path):
+    """The in-use check read `ps` output: a process working inside a release without naming it in its arguments,
+    and a release whose name holds a newline (ps shows it as '?'), were not seen, and the release was removed."""
+    from workers import hostclean
+
+    rel = tmp_path / "harness"
+    by_cwd, by_name, unused = rel / "cwdrelease", rel / "new\nline", rel / "unused"
+    for folder in (by_cwd, by_name, unused):
+        (folder / "venv" / "bin").mkdir(parents=True)
+    users = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=by_cwd / "venv"),
+             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(by_name / "venv/bin/python")])]
+    try:
+        time.sleep(0.3)
+        answer = hostclean.clean({"workdir": str(tmp_path), "keep_release": "current", "keep_attempts_days": 14,
+                                  "dry_run": False})
+    finally:
+        for u in users:
+            u.kill()
+            u.wait()
+    kept = {k["path"]: k["why"] for k in answer["kept"]}
+    assert kept == {str(by_cwd): "in use by a running process", str(by_name): "in use by a running process"}, answer
+    assert [r["path"] for r in answer["releases"]] == [str(unused)]
+    assert by_cwd.is_dir() and by_name.is_dir() and not unused.exists()
+
+
+def test_a_work_dir_that_is_a_link_is_said_to_be_one_and_left_alone(tmp_path):
+    real = tmp_path / "real"
+    old = real / "runs" / "s" / "attempt-1"
+    old.mkdir(parents=True)
+    _age(old)
+    (tmp_path / "work").symlink_to(real)
+    r = _fleet(["hosts", "clean", "-i", str(_local_inventory(tmp_path / "inv.toml", tmp_path / "work"))], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"here: {tmp_path / 'work'} is a symbolic link: not cleaned (set the host's workdir to {real})" in r.stdout
+    assert "no work dir" not in r.stdout and old.is_dir()

@@ -89,3 +89,90 @@ def test_a_host_rerun_adds_attempts_and_every_view_says_rerun(tmp_path):
         "07-photo-renamer": False, "12-explain-only": False}
     text = run_embedded(["compare", base, sweep_id, "--all"], tmp_path, home)
     assert "DELIVERED -> DELIVERED (rerun)" in text.stdout, text.stdout
+
+
+def _fast_setup(tmp_path):
+    import sys
+
+    from tests.integration.conftest import write_inventory, write_prompts
+
+    inv = write_inventory(tmp_path / "inv.toml", [f"""[hosts.here]
+transport = "local"
+workdir = "{tmp_path / 'work'}"
+python = "{sys.executable}"
+model = {{ base_url = "http://127.0.0.1:9/v1", id = "m", context = 4096, max_output = 512 }}
+[hosts.here.agents.fast]
+kind = "command"
+command = ["sh", "-c", "echo hi > out.txt; echo finished"]
+"""])
+    prompts = write_prompts(tmp_path / "prompts", {"01-a": "do it\n", "02-b": "do it\n"})
+    return inv, prompts
+
+
+def test_a_rerun_of_a_sweep_stopped_before_every_cell_ran_is_refused_until_resumed(tmp_path):
+    """A sweep whose coordinator died (status running, lock free) with a cell never run: a rerun of another cell
+    ended it `finished`, the cell pending for good and the pass rate over the cells that ran (prune could then
+    remove it as finished). It is one line, nothing written, until `fleet resume` has run the rest."""
+    inv, prompts = _fast_setup(tmp_path)
+    first = run_embedded(["sweep", "-i", str(inv), "--prompts", str(prompts)], tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    runs = tmp_path / "runs"
+    (sweep_id,) = [p.name for p in runs.iterdir() if (p / "sweep.json").exists()]
+    path = runs / sweep_id / "sweep.json"
+    record = json.loads(path.read_text())
+    del record["attempts"]["here/02-b/fast/r1"]
+    record["status"] = "running"
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    for args in (["rerun", "--sweep", sweep_id, "--host", "here", "--items", "01"], ["rerun", "here", "01", "--sweep", sweep_id]):
+        bad = run_embedded([*args, "-i", str(inv)], tmp_path)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert f"was stopped before every cell ran (here/02-b/fast/r1 not run to its end): `fleet resume {sweep_id}` " \
+            "first" in bad.stderr, bad.stderr
+    assert path.read_bytes() == before
+    assert run_embedded(["resume", sweep_id, "-i", str(inv)], tmp_path).returncode == 0
+    ok = run_embedded(["rerun", "--sweep", sweep_id, "--host", "here", "--items", "01", "-i", str(inv), "--json"], tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert {c["item"]: (c["attempts"], c["rerun"]) for c in json.loads(ok.stdout)["cells"]} == {
+        "01-a": (2, True), "02-b": (1, False)}
+
+
+def test_a_rerun_stopped_before_it_sent_every_cell_is_finished_by_resume(tmp_path):
+    """A rerun records the cells it runs again (sweep.json's reruns) before it sends anything; one killed after
+    sending some of them left the others at their old, measured attempt, which resume never runs again: the
+    report said "2 cell(s) run again" of a cell that never was. Resume now sends what the rerun planned."""
+    import sys
+
+    from tests.integration.conftest import write_inventory, write_prompts
+
+    inv = write_inventory(tmp_path / "inv.toml", [f"""[hosts.here]
+transport = "local"
+workdir = "{tmp_path / 'work'}"
+python = "{sys.executable}"
+model = {{ base_url = "http://127.0.0.1:9/v1", id = "m", context = 4096, max_output = 512 }}
+[hosts.here.agents.fast]
+kind = "command"
+command = ["sh", "-c", "echo hi > out.txt; echo finished"]
+"""])
+    prompts = write_prompts(tmp_path / "prompts", {"01-a": "do it\n", "02-b": "do it\n"})
+    first = run_embedded(["sweep", "-i", str(inv), "--prompts", str(prompts)], tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    runs = tmp_path / "runs"
+    (sweep_id,) = [p.name for p in runs.iterdir() if (p / "sweep.json").exists()]
+    # What `fleet rerun --sweep ID --host here` killed after sending 01-a's attempt 2 leaves: both cells in the
+    # rerun's record, status running, 02-b's attempt 2 never sent (01-a's attempt 2 is there, measured).
+    one = run_embedded(["rerun", "here", "01", "--sweep", sweep_id], tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    path = runs / sweep_id / "sweep.json"
+    record = json.loads(path.read_text())
+    record["reruns"][-1]["cells"]["here/02-b/fast/r1"] = 2
+    record["status"] = "running"
+    path.write_text(json.dumps(record))
+
+    resumed = run_embedded(["resume", sweep_id, "-i", str(inv), "--json"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    cells = {c["item"]: (c["attempts"], c["rerun"]) for c in json.loads(resumed.stdout)["cells"]}
+    # 02-b gets the attempt its rerun planned; 01-a, whose rerun attempt ran, is not run a third time.
+    assert cells == {"01-a": (2, True), "02-b": (2, True)}, cells
+    again = run_embedded(["resume", sweep_id, "-i", str(inv), "--json"], tmp_path)
+    assert {c["item"]: c["attempts"] for c in json.loads(again.stdout)["cells"]} == {"01-a": 2, "02-b": 2}

@@ -263,3 +263,41 @@ def test_a_schedule_sweeps_sshd_hosts_through_real_workers(tmp_path: Path, ssh_h
             assert list(h.workdir.rglob("received.txt")), h.name
     finally:
         receiver.close()
+
+
+def test_two_services_of_one_namespace_run_one_sweep_of_a_schedule_at_a_time(
+        tmp_path: Path, host_work: Path, redis_server, namespace, workers, procs) -> None:
+    """A second `fleet schedule service` (started by mistake, or an old one not stopped) consumes the same control
+    queue: each fire goes to one of them. Each one kept its own list of running sweeps, so a fire reaching the
+    other one started a second sweep of the schedule beside the first."""
+    receiver = Receiver([])
+    try:
+        inv, sched = _setup(tmp_path, host_work, ["one"], sleep_s=3, every_s=1, on_late="skip", receiver=receiver)
+        runs = tmp_path / "runs"
+        workers(["one"], inv)
+        common = ["--broker", redis_server.url, "--runs", str(runs)]
+        services = [Proc(["schedule", "service", *common], tmp_path / f"service-{i}.log", namespace) for i in (1, 2)]
+        procs.extend(services)
+        beat = Proc(["schedule", "run", "-f", str(sched), *common], tmp_path / "beat.log", namespace)
+        procs.append(beat)
+
+        def finished() -> list[dict]:
+            return [b["json"] for b in receiver.bodies if b["status"] == 200 and b["json"]["event"] == "finished"]
+
+        def both_got_fires() -> bool:
+            return all("fired at" in s.text() for s in services)
+
+        _until("three sweeps notified, and fires taken by both services",
+               lambda: len(finished()) >= 3 and both_got_fires(), 240, *services, beat)
+        beat.stop()
+        for s in services:
+            _until("the service idle", lambda: "starting its sweep" not in s.text().splitlines()[-1], 60, s)
+        store = Store(runs)
+        sweeps = sorted((store.load_sweep(i) for i in store.list_sweeps()), key=lambda r: r.created_at)
+        assert len(sweeps) >= 3
+        for before, after in zip(sweeps, sweeps[1:]):
+            # Each sweep of the schedule ended before the next one was planned.
+            assert before.finished_at and before.finished_at <= after.created_at, (before.id, after.id)
+        assert any(": skipped" in s.text() for s in services)
+    finally:
+        receiver.close()
