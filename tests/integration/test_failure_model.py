@@ -222,7 +222,7 @@ def test_a_sweep_that_fails_before_dispatching_leaves_no_sweep_behind(tmp_path: 
     # A bad broker: one line, nothing kept.
     r = run_embedded(["sweep", "-i", str(inv), "--prompts", str(cat), "--broker", "redis://127.0.0.1:1/0"], tmp_path)
     assert r.returncode == 1 and r.stderr.strip().startswith("fleet: error: cannot reach the broker at redis://127.0.0.1:1/0")
-    # A scripted model whose port is taken: one line, nothing kept.
+    # A scripted model whose port (--model-port) is taken: one line, nothing kept.
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()
@@ -230,8 +230,10 @@ def test_a_sweep_that_fails_before_dispatching_leaves_no_sweep_behind(tmp_path: 
     inv.write_text(inv.read_text().replace("max_output = 2048 }", "max_output = 2048, scripted = true }")
                    .replace(f"127.0.0.1:{inv.read_text().split('127.0.0.1:')[1].split('/')[0]}", f"127.0.0.1:{port}"))
     try:
-        # The bundled 12 has a demo script, so its scripted model is served (on the taken port).
-        r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--hosts", "one", "--agents", "echo"], tmp_path)
+        # The bundled 12 has a demo script, so its scripted model is served: on the port given, which is taken (the
+        # inventory's port, taken, would be replaced by a free one: tests/integration/test_model_port.py).
+        r = run_embedded(["sweep", "-i", str(inv), "--items", "12", "--hosts", "one", "--agents", "echo",
+                          "--model-port", str(port)], tmp_path)
     finally:
         busy.close()
     assert r.returncode == 2 and "cannot serve the scripted model" in r.stderr, r.stderr[-2000:]
