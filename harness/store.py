@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -331,9 +332,15 @@ class Store:
         a writer that asks in that instant waits for it (``Store.writer`` retries briefly)."""
         lock_path = self.sweep_dir(sweep_id) / ".lock"
         try:
-            lock = open(lock_path, "rb")
+            # O_NONBLOCK, and a regular file only: a FIFO planted as .lock blocked open() (and `fleet status`) for
+            # ever; a device or a link elsewhere is no lock of ours either.
+            fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return False  # no lock file: nobody ever wrote it here, or it cannot be read: say nothing
+        lock = os.fdopen(fd, "rb")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            lock.close()
+            return False
         with lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)

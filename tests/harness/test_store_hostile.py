@@ -178,3 +178,30 @@ def test_an_escaped_name_that_clashes_with_a_real_one_is_kept_too(tmp_path: Path
     assert kept["workspace/dir\\udcff"] == ("workspace/dir\\udcff", b"a file")
     assert kept["workspace/lit\udcff"][1] == b"raw" and kept["workspace/lit\udcff"][0].startswith("renamed/")
     assert kept["workspace/dir\udcff/in.txt"][1] == b"inside"
+
+
+def test_a_fifo_planted_as_the_lock_does_not_hang_a_reader(tmp_path: Path) -> None:
+    """`fleet status` opened .lock to see if a coordinator holds it: a FIFO there blocked that open for ever."""
+    import os
+
+    from harness.store import Store
+    from tests.support import run_fleet, synthetic_sweep
+
+    store = Store(tmp_path / "runs")
+    sweep = synthetic_sweep(hosts=1, items=1)
+    sweep.status = "finished"
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+    lock = store.sweep_dir(sweep.id) / ".lock"
+    lock.unlink()
+    os.mkfifo(lock)
+    import threading
+
+    answers: list[bool] = []
+    looked = threading.Thread(target=lambda: answers.append(store.is_being_written(sweep.id)), daemon=True)
+    looked.start()
+    looked.join(10)
+    assert answers == [False], "is_being_written blocked on the FIFO"
+    proc = run_fleet("status", sweep.id, "--runs", str(tmp_path / "runs"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"sweep {sweep.id}: finished" in proc.stdout
