@@ -365,7 +365,13 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow], results: Results) -> str:
     out += ["", "## Reruns", "", "Cells run again by `fleet rerun`; earlier attempts are kept, the latest counts.", ""]
     for rerun in sweep.reruns:
         counted = [cid for cid in rerun.cells if sweep.rerun_of(cid) is rerun]
-        out.append(f"- {rerun.at}, host {rerun.host}: {len(rerun.cells)} cell(s) run again"
+        # A rerun is recorded before it sends anything: one stopped midway ran only some of its cells (resume
+        # sends the rest), so the line says how many got their new attempt, not how many were planned.
+        sent = [cid for cid, first in rerun.cells.items()
+                if any(a.attempt >= first for a in sweep.attempts.get(cid) or [])]
+        ran = (f"{len(sent)} cell(s) run again" if len(sent) == len(rerun.cells) else
+               f"{len(sent)} of {len(rerun.cells)} planned cell(s) run again (stopped midway; `fleet resume` runs the rest)")
+        out.append(f"- {rerun.at}, host {rerun.host}: {ran}"
                    + (f"; counted: {', '.join(counted)}" if counted else "; none of them counts any more (rerun since, or nothing sent)"))
     if not sweep.reruns:
         out.append("- none")

@@ -168,6 +168,11 @@ command = ["sh", "-c", "echo hi > out.txt; echo finished"]
     record["reruns"][-1]["cells"]["here/02-b/fast/r1"] = 2
     record["status"] = "running"
     path.write_text(json.dumps(record))
+    # Until resume sends the rest, the report says how many of the planned cells were run again.
+    report = run_embedded(["report", sweep_id], tmp_path)
+    assert report.returncode == 0, report.stderr
+    reruns = (runs / sweep_id / "REPORT.md").read_text().split("## Reruns", 1)[1]
+    assert "host here: 1 of 2 planned cell(s) run again (stopped midway; `fleet resume` runs the rest)" in reruns, reruns
 
     resumed = run_embedded(["resume", sweep_id, "-i", str(inv), "--json"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
