@@ -183,6 +183,18 @@ class Host(_Strict):
             raise ValueError("host names are lower-case letters, digits, '-' and '_'")
         return v
 
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v: str) -> str:
+        # A relative folder means a different place to each process that uses it (an SSH session starts in the
+        # user's home, a local worker in its own cwd, `fleet hosts clean` in /): attempts and cleaning disagreed.
+        if not (v.startswith("/") or v == "~" or v.startswith("~/")):
+            raise ValueError(f"{v!r}: an absolute path or one under ~ (e.g. ~/fleet); a relative one means a "
+                             "different folder to each process")
+        if "\n" in v or "\x00" in v:
+            raise ValueError("a folder name without newlines or NUL")
+        return v
+
     @field_validator("host_key")
     @classmethod
     def _host_key(cls, v: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,14 @@ def test_select_hosts(tmp_path: Path) -> None:
     msg = str(err.value)
     assert "unknown host nope" in msg and inv.path in msg and "box, other" in msg
     assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize("workdir", ["fleet-work", "./fleet", "~user/fleet", "..", "a\nb"])
+def test_a_workdir_that_is_not_absolute_or_under_home_is_refused(tmp_path: Path, workdir: str) -> None:
+    # Relative, it meant the SSH session's home to an attempt and / to `fleet hosts clean`.
+    inv = tmp_path / "inv.toml"
+    inv.write_text('schema_version = 1\n[hosts.box]\ntransport = "local"\nworkdir = ' + json.dumps(workdir) + "\n"
+                   'model = { base_url = "http://127.0.0.1:9/v1", id = "m", context = 1, max_output = 1 }\n'
+                   '[hosts.box.agents.echo]\ncommand = ["echo"]\n')
+    with pytest.raises(InventoryError, match=r"hosts\.box\.workdir: "):
+        load_inventory(str(inv))
