@@ -1,0 +1,62 @@
+"""``python -m bench``: run every benchmark, one after the other, and print what each measured.
+
+Each benchmark is its own script (bench/README.md says what it measures and beside which baseline or floor);
+this runs them in turn as separate processes, so one's memory and threads never weigh on the next, records the
+figures of those that can in ``bench/results.json`` (``--json``), and ends with a table of each one's exit status
+and wall time. Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
+figure, and copy the figures into the README.
+
+    python -m bench                 # everything (about 10 minutes on the 2-core development machine)
+    python -m bench --only ssh,gap  # some of them
+    python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+
+# name -> (script, its arguments, the smaller arguments of --quick); "{json}" is the results file.
+BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
+    "ssh": ("bench_ssh.py", ["--runs", "50", "--json", "{json}"], ["--runs", "20", "--json", "{json}"]),
+    "gap": ("bench_gap.py", ["--cells", "10", "--json", "{json}"], ["--cells", "4", "--json", "{json}"]),
+    "dispatch": ("bench_dispatch.py", ["--cells", "40", "--slots", "2"], ["--cells", "10", "--slots", "2"]),
+    "store": ("bench_store.py", ["--json", "{json}"], ["--sizes", "1000,10000", "--json", "{json}"]),
+    "many_files": ("bench_many_files.py", ["--json", "{json}"], ["--sizes", "1000", "--baseline-max", "1000"]),
+    "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),
+    "dashboard": ("bench_dashboard.py", ["--json", "{json}"], ["--cells", "1000", "--sweeps", "100", "--repeat", "2"]),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help=f"comma-separated names: {', '.join(BENCHES)}")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (figures not for the README)")
+    ap.add_argument("--json", default=str(RESULTS), help="where the figures go (default: bench/results.json)")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark {unknown[0]!r} (benchmarks: {', '.join(BENCHES)})")
+    rows: list[tuple[str, int, float]] = []
+    for name in names:
+        script, full, quick = BENCHES[name]
+        argv_ = [a.replace("{json}", args.json) for a in (quick if args.quick else full)]
+        print(f"== {name}: {script} {' '.join(argv_)}", flush=True)
+        start = time.monotonic()
+        rc = subprocess.run([sys.executable, str(HERE / script), *argv_]).returncode
+        rows.append((name, rc, time.monotonic() - start))
+    print("\nbenchmark    exit  wall")
+    for name, rc, wall in rows:
+        print(f"{name:<12} {rc:>4}  {wall:6.1f} s")
+    return 0 if all(rc == 0 for _, rc, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
