@@ -102,15 +102,18 @@ def check_host(host: Host, counted: Sequence[str] | None = None) -> HostCheck:
         try:
             answer = json.loads(probe.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("ids", []), list):
+            # The host's Python printed something else last (a wrapper's banner, a number): no answer to trust.
             answer = {"ok": False, "error": probe.tail() or "no answer from the probe"}
-        if answer["ok"]:
-            ids = answer["ids"]
+        if answer.get("ok"):
+            ids = answer.get("ids", [])
             res.model = "ok" if host.model.id in ids else f"answers, but serves {', '.join(map(str, ids)) or 'no model'} (not {host.model.id})"
         elif host.model.scripted:
             # The coordinator serves a scripted endpoint only while a sweep runs: not answering now is normal.
             res.model = SCRIPTED
         else:
-            res.model = f"down: {answer['error']}"
+            res.model = f"down: {answer.get('error') or 'no answer from the probe'}"
         workdir = host.workdir.replace("~", "$HOME", 1) if host.workdir.startswith("~") else shlex.quote(host.workdir)
         df = t.shell(f'mkdir -p "{workdir}" 2>/dev/null; df -Pk "{workdir}" | tail -n 1', timeout=30)
         cols = df.stdout.split()
@@ -123,6 +126,8 @@ def check_host(host: Host, counted: Sequence[str] | None = None) -> HostCheck:
         res.host_key = f"MISMATCH: {exc}"
     except InfrastructureError as exc:
         res.ssh = f"failed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one host's surprise is that host's failure, said on its line
+        res.ssh = f"failed: unexpected {type(exc).__name__}: {exc}"
     finally:
         t.close()
     res.ok, res.why = readiness(res, counted)

@@ -81,3 +81,23 @@ def test_hosts_check_names_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
     assert_one_line_error(run_fleet("hosts", "check", "-i", str(inv), "--agents", ",", cwd=tmp_path), "--agents", "names nothing")
     assert_one_line_error(run_fleet("hosts", "check", "-i", str(inv), "--hosts", "local,", cwd=tmp_path), "--hosts",
                           "an empty name")
+
+
+def test_a_host_python_that_answers_something_else_is_that_hosts_failure_not_a_traceback(tmp_path: Path) -> None:
+    """The model probe's last line is read as JSON: a wrapper that printed a number there (valid JSON, not the
+    probe's object) was a TypeError traceback for the whole command."""
+    fake = tmp_path / "python-wrapper"
+    fake.write_text("#!/bin/sh\necho 5\n")
+    fake.chmod(0o755)
+    inv = tmp_path / "inv.toml"
+    inv.write_text(f'schema_version = 1\n[hosts.local]\ntransport = "local"\nworkdir = "{tmp_path / "w"}"\n'
+                   f'python = "{fake}"\n'
+                   '[hosts.local.model]\nbase_url = "http://127.0.0.1:9/v1"\nid = "m"\ncontext = 4096\nmax_output = 512\n'
+                   '[hosts.local.agents.echo]\ncommand = ["echo", "{prompt_file}"]\n')
+    proc = run_fleet("hosts", "check", "-i", str(inv), "--json", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.returncode == 1, proc.stderr
+    import json
+
+    (host,) = json.loads(proc.stdout)["hosts"]
+    assert host["model"].startswith("down: ") and not host["ok"], host
