@@ -35,7 +35,19 @@ _SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "token", "secret"}
 
 
 def redact(url: str) -> str:
-    """A URL fit for logs and records: a password in its user part or its query replaced by ``***``."""
+    """A URL fit for logs and records: a password in its user part or its query replaced by ``***``.
+
+    kombu reads ``a;b`` as a failover list of broker URLs: each is redacted (only the first was, and the
+    second's password was printed by ``fleet settings`` and the broker check).
+    """
+    if not url:
+        return url
+    if ";" in url:
+        return ";".join(_redact_one(part) for part in url.split(";"))
+    return _redact_one(url)
+
+
+def _redact_one(url: str) -> str:
     if not url:
         return url
     try:

@@ -85,6 +85,13 @@ def test_redact_hides_passwords_in_the_user_part_and_the_query() -> None:
     assert redact("redis://h:6379/0") == "redis://h:6379/0"
 
 
+def test_redact_hides_every_password_of_a_failover_list() -> None:
+    # kombu takes "url1;url2" as brokers to fail over between; the second's password was shown in full.
+    shown = redact(f"redis://:{SECRET}@h1:6379/0;redis://u:{SECRET}@h2:6379/0;sentinel://h3:26379?password={SECRET}")
+    assert SECRET not in shown
+    assert shown == "redis://:***@h1:6379/0;redis://u:***@h2:6379/0;sentinel://h3:26379?password=***"
+
+
 def test_every_shown_and_logged_value_is_redacted() -> None:
     env = {"FLEET_BROKER_URL": f"redis://:{SECRET}@h:6379/0", "FLEET_RESULT_BACKEND": f"redis://:{SECRET}@h:6379/1",
            "FLEET_SLOTS_URL": f"redis://u:{SECRET}@h:6379/2"}
