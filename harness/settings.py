@@ -97,6 +97,9 @@ def _path(raw: str) -> Path:
 def _folder(raw: str) -> Path:
     # A results directory that names a file failed later as "cannot create FILE: File exists", far from the flag.
     path = Path(raw)
+    if path.is_symlink() and not path.exists():
+        # A dangling link: mkdir cannot make it ("File exists"), and readers said "no sweeps yet".
+        raise ValueError("a link to nothing (create its target, or name the directory itself)")
     if path.exists() and not path.is_dir():
         raise ValueError("not a directory (the results directory holds one folder per sweep)")
     return path

@@ -134,6 +134,15 @@ def test_runs_naming_a_file_is_one_line(tmp_path: Path, verb: list[str]) -> None
     assert (tmp_path / "results.txt").read_text() == "not a folder\n"
 
 
+@pytest.mark.parametrize("verb", [["sweep", "--items", "04"], ["status"]])
+def test_runs_naming_a_dangling_link_is_one_line(tmp_path: Path, verb: list[str]) -> None:
+    # It failed as "cannot create runs: File exists" (sweep) or "no sweeps yet" (status).
+    (tmp_path / "runs").symlink_to(tmp_path / "gone")
+    proc = run_fleet(*verb, "--runs", "runs", cwd=tmp_path)
+    assert_one_line_error(proc, "--runs 'runs': a link to nothing")
+    assert not (tmp_path / "gone").exists()
+
+
 def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_path: Path) -> None:
     secret = "s3cr3t-pw"
     proc = run_fleet("settings", "--max-attempts", "5", "--json", cwd=tmp_path,
