@@ -122,6 +122,10 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
+def _is_pid(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
+
+
 class _Attempt:
     def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str,
                  slot: str | None = None):
@@ -307,6 +311,13 @@ class _Attempt:
         if not launcher.verify(self.key, started, self.token):
             raise AgentNotStarted(f"the launcher gave no signed start record: {r.tail()}", host=self.req.host.name)
         assert isinstance(started, dict)
+        # The wait loop asks the host `kill -0 LAUNCHER_PID`: with 0 (a record without it) that names the shell's
+        # own process group and is always true, so a launcher that died was never noticed before the item's
+        # timeout; a negative pid names groups or every process. A real pid is above 1.
+        if not all(_is_pid(started.get(k)) for k in ("launcher_pid", "pgid")):
+            raise AgentNotStarted(f"the launcher's start record names no usable pid (launcher_pid "
+                                  f"{started.get('launcher_pid')!r}, pgid {started.get('pgid')!r})",
+                                  host=self.req.host.name)
         self.started = started
         self.pgid = int(started["pgid"])
         self.result.agent_started_at = utc_now()

@@ -399,6 +399,27 @@ def test_a_start_record_without_a_valid_signature_is_agent_not_started() -> None
     assert "no signed start record" in result.error
 
 
+@pytest.mark.parametrize("launcher_pid", [0, -1, None, "4241"])
+def test_a_signed_start_record_without_a_usable_launcher_pid_is_agent_not_started(launcher_pid: object) -> None:
+    # The wait loop's `kill -0 0` is always true on the host: a dead launcher was never noticed before the
+    # item's timeout (and -1 names every process).
+    req = request(item=ITEM.model_copy(update={"timeout_s": 1}))
+    t = healthy_host(req, exit_code=None)
+
+    def launch(script: str, t: MemoryTransport) -> str:
+        r = launcher_request(t)
+        started = {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242}
+        if launcher_pid is not None:
+            started["launcher_pid"] = launcher_pid
+        return json.dumps({"started": launcher.sign(r["key"], started)}) + "\n"
+
+    t.on(r"' run [0-9a-f]+$", launch)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_not_started")
+    assert "names no usable pid" in result.error
+    assert not t.ran(POLL)
+
+
 @pytest.mark.parametrize("ran_s, status", [(9.5, "finished"), (10.5, "timeout")])
 def test_an_exit_record_read_late_is_judged_by_how_long_the_agent_ran(ran_s: float, status: str) -> None:
     # The host did not answer for a while; when the worker reads the exit record, the launcher's own measure of the
