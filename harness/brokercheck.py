@@ -45,22 +45,6 @@ def check_broker_url(url: str, timeout_s: float = BROKER_CHECK_S) -> None:
 
 
 def _ping(url: str, timeout_s: float) -> None:
-    # kombu reads "a;b" as brokers to fail over between: the broker is there when one of them answers (the
-    # check pinged "a;b" as one Redis URL, i.e. only a, and refused a sweep Celery would have run on b).
-    urls = [part for part in url.split(";") if part.strip()] or [url]
-    share = timeout_s / len(urls)
-    failure: BaseException | None = None
-    for one in urls:
-        try:
-            _ping_one(one.strip(), share)
-            return
-        except Exception as exc:  # noqa: BLE001 - the next of the list may answer; the last failure is told
-            failure = exc
-    assert failure is not None
-    raise failure
-
-
-def _ping_one(url: str, timeout_s: float) -> None:
     scheme = urlsplit(url).scheme.lower()
     if scheme in _REDIS_SCHEMES:
         import redis
