@@ -254,7 +254,8 @@ class Inventory(_Strict):
         unknown = [n for n in names if n not in self.hosts]
         if unknown:
             raise UsageError(f"{self.path}: unknown host {', '.join(unknown)} (known: {', '.join(self.hosts)})")
-        return [self.hosts[n] for n in names]
+        # Once each: `hosts check --hosts a,a` checked a twice and said "all 2 hosts ready".
+        return [self.hosts[n] for n in dict.fromkeys(names)]
 
 
 def _merge(defaults: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:

@@ -266,6 +266,7 @@ def test_select_hosts(tmp_path: Path) -> None:
     assert [h.name for h in inv.select(None)] == ["box", "other"]
     assert [h.name for h in inv.select([])] == ["box", "other"]
     assert [h.name for h in inv.select(["other", "box"])] == ["other", "box"]
+    assert [h.name for h in inv.select(["other", "box", "other"])] == ["other", "box"]  # named twice: once
     with pytest.raises(UsageError) as err:
         inv.select(["box", "nope"])
     msg = str(err.value)
