@@ -122,6 +122,25 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
+def poll_script(delivery: str, beat: str, looks: int, launcher_pid: int) -> str:
+    """One poll on the host: write the heartbeat, then look for exit.json every 50 ms, ``looks`` times at most,
+    while the launcher lives; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+
+    A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead of 50 ms: that look counts
+    as 20, so the window stays ``looks`` x 50 ms. Counted as one, a 2 s window took 40 s: past the poll's own
+    30 s + window timeout (the attempt was lost), and far past the heartbeats the launcher waits for."""
+    return (
+        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
+        f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
+        f"kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.05 2>/dev/null; then n=$((n+1)); "
+        f"else sleep 1; n=$((n+20)); fi; done; "
+        f"cat exit.json 2>/dev/null || "
+        f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
+        f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
+        f"else cat exit.json 2>/dev/null || echo GONE; fi; }}"
+    )
+
+
 def _is_pid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 1
 
@@ -344,16 +363,7 @@ class _Attempt:
             looks = int(window / 0.05)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
-            out = self.t.shell(
-                f"cd {d} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
-                f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
-                f"kill -0 {launcher_pid} 2>/dev/null; do sleep 0.05 2>/dev/null || sleep 1; n=$((n+1)); done; "
-                f"cat exit.json 2>/dev/null || "
-                f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
-                f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
-                f"else cat exit.json 2>/dev/null || echo GONE; fi; }}",
-                timeout=30 + window,
-            ).stdout.strip()
+            out = self.t.shell(poll_script(d, beat, looks, launcher_pid), timeout=30 + window).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
                 raise SupervisionLost("the launcher on the host was stopped (SIGSTOP) while the agent ran: the run was "

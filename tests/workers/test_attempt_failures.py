@@ -438,3 +438,31 @@ def test_an_exit_record_read_late_is_judged_by_how_long_the_agent_ran(ran_s: flo
     assert result.status == status, result.error
     if status == "timeout":
         assert "ran 10.5 s, past the item's timeout of 10 s" in result.error
+
+
+def test_a_host_whose_sleep_takes_whole_seconds_only_keeps_the_polls_window(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `sleep 0.05 || sleep 1` counted each 1 s fallback as one 50 ms look: a 2 s window took 40 s on such a
+    # host, past the poll's 30 s + window timeout and the launcher's heartbeat bound.
+    import os
+    import shlex
+    import subprocess
+    import time
+
+    from workers.attempt import poll_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sleep"
+    fake.write_text('#!/bin/sh\ncase "$1" in *.*) echo "sleep: invalid time interval" >&2; exit 1;; esac\n'
+                    'exec /bin/sleep "$1"\n')
+    fake.chmod(0o755)
+    delivery = tmp_path / "delivery"
+    delivery.mkdir()
+    script = poll_script(shlex.quote(str(delivery)), shlex.quote("beat-1"), looks=20, launcher_pid=os.getpid())
+    started = time.monotonic()
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    took = time.monotonic() - started
+    assert out.returncode == 0 and out.stdout.strip() == "", out
+    assert (delivery / "heartbeat").read_text() == "beat-1"
+    assert took < 5, f"a 1 s window took {took:.1f} s"
