@@ -87,6 +87,9 @@ def _namespace(raw: str) -> str:
 def _url(raw: str) -> str:
     if "://" not in raw or not urlsplit(raw).scheme:
         raise ValueError("expected a URL such as redis://host:6379/0")
+    if any(c.isspace() or not c.isprintable() for c in raw):
+        # "redis://h:6379/0 extra" (a pasted line) was read by redis-py as db 0 of h and by kombu otherwise.
+        raise ValueError("a URL has no spaces or control characters (percent-encode them in a password: %20)")
     return raw
 
 

@@ -53,6 +53,8 @@ def test_an_empty_variable_or_flag_counts_as_not_given() -> None:
     ({"FLEET_START_TIMEOUT": "-3"}, "FLEET_START_TIMEOUT='-3': expected a number of seconds greater than 0"),
     ({"FLEET_NAMESPACE": "a,b"}, "FLEET_NAMESPACE='a,b': expected letters, digits"),
     ({"FLEET_BROKER_URL": "localhost:6379"}, "FLEET_BROKER_URL='localhost:6379': expected a URL such as redis://"),
+    ({"FLEET_BROKER_URL": "redis://h:6379/0 extra"}, "FLEET_BROKER_URL='redis://h:6379/0 extra': a URL has no spaces"),
+    ({"FLEET_RESULT_BACKEND": "redis://h:6379/1\n"}, "FLEET_RESULT_BACKEND='redis://h:6379/1': a URL has no spaces or control characters"),
 ])
 def test_a_bad_variable_is_one_line_naming_it(given: dict[str, str], line: str) -> None:
     with pytest.raises(UsageError) as exc:
