@@ -158,9 +158,10 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
 
     _log_settings(settings, verbose)
     if not settings.embedded:
-        from harness.brokercheck import check_broker_url
+        from harness.brokercheck import check_queue_urls
 
-        check_broker_url(settings.broker_url)  # before anything is planned or stored: one line within 5 s
+        # Before anything is planned or stored: one line within 5 s (each).
+        check_queue_urls(settings.broker_url, settings.result_backend)
     store = Store(settings.runs)
     prog = SweepProgress(err_console if as_json else console)
     started = False
