@@ -213,6 +213,9 @@ class _Attempt:
         home = memo.get("home", "")
         workdir = self.req.host.workdir
         if workdir.startswith("~"):
+            if not home:
+                # "~/x" without a home became "/x": the attempt's folder was removed and made afresh under /.
+                raise AgentNotStarted(f"cannot read $HOME on the host for its workdir {workdir}", host=self.req.host.name)
             workdir = home + workdir[1:]
         # The sweep's uid keeps two sweeps of one id (two coordinators, one label, one second) out of each other's folders.
         sweep_folder = f"{self.req.sweep_id}/{self.req.sweep_uid}" if self.req.sweep_uid else self.req.sweep_id

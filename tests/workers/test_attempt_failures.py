@@ -140,6 +140,17 @@ def test_facts_that_do_not_change_are_asked_once_per_worker_and_host() -> None:
                                                       "disk_free_mb": "4000"}
     assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
 
+@pytest.mark.parametrize("answer", [ShellResult(0, "", ""), ShellResult(255, "", "Connection reset")])
+def test_a_home_that_cannot_be_read_is_agent_not_started_and_nothing_is_made_under_root(answer: ShellResult) -> None:
+    # The workdir ~/fleet became /fleet: the attempt folder was removed and made afresh at the root.
+    req = request()
+    t = healthy_host(req).on(r'^printf %s "\$HOME"$', answer)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_not_started")
+    assert "cannot read $HOME" in result.error
+    assert not t.ran(r"^set -e; rm -rf ") and not t.ran(r"' run [0-9a-f]+$")
+
+
 def test_a_healthy_host_finishes() -> None:
     """The baseline every other test breaks one step of."""
     req = request()
