@@ -54,7 +54,8 @@ def _listed(flag: str, value: str | None) -> list[str] | None:
         raise UsageError(f"{flag} {value!r}: names nothing")
     if not all(parts):
         raise UsageError(f"{flag} {value!r}: an empty name (a stray comma?)")
-    return parts
+    # A name given twice counts once (--agents x,x listed x twice in hosts check's agents_counted).
+    return list(dict.fromkeys(parts))
 
 
 def _resolve(**options: object) -> "Settings":
