@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from harness.errors import DispatchError
 from harness.settings import redact
 
-__all__ = ["BROKER_CHECK_S", "check_broker_url"]
+__all__ = ["BROKER_CHECK_S", "check_broker_url", "check_queue_urls"]
 
 # The issue's bound: "Redis unreachable gets one line naming the URL (password hidden) within 5 s".
 BROKER_CHECK_S = 3.0
@@ -22,7 +22,15 @@ BROKER_CHECK_S = 3.0
 _REDIS_SCHEMES = {"redis", "rediss", "unix", "redis+socket"}
 
 
-def check_broker_url(url: str, timeout_s: float = BROKER_CHECK_S) -> None:
+def check_queue_urls(broker_url: str, result_backend: str, timeout_s: float = BROKER_CHECK_S) -> None:
+    """The broker, then the result backend when it is another URL (FLEET_RESULT_BACKEND): a wrong backend passed
+    the check, planned and stored a sweep, then waited out a broker outage (300 s) naming the broker."""
+    check_broker_url(broker_url, timeout_s)
+    if result_backend and result_backend != broker_url:
+        check_broker_url(result_backend, timeout_s, what="result backend")
+
+
+def check_broker_url(url: str, timeout_s: float = BROKER_CHECK_S, what: str = "broker") -> None:
     """Raise DispatchError naming the URL (password hidden) unless the broker answers within ``timeout_s``."""
     outcome: list[BaseException | None] = []
 
@@ -38,10 +46,10 @@ def check_broker_url(url: str, timeout_s: float = BROKER_CHECK_S) -> None:
     thread.start()
     thread.join(timeout_s + 0.5)
     if not outcome:
-        raise DispatchError(f"cannot reach the broker at {redact(url)}: no answer within {timeout_s:g} s")
+        raise DispatchError(f"cannot reach the {what} at {redact(url)}: no answer within {timeout_s:g} s")
     exc = outcome[0]
     if exc is not None:
-        raise DispatchError(f"cannot reach the broker at {redact(url)}: {_reason(exc)}") from None
+        raise DispatchError(f"cannot reach the {what} at {redact(url)}: {_reason(exc)}") from None
 
 
 def _ping(url: str, timeout_s: float) -> None:

@@ -237,7 +237,10 @@ class Catalog(BaseModel):
     open_items: list[Item]
     rounds: dict[str, list[Item]]
     broken: dict[str, CatalogError] = Field(default_factory=dict, exclude=True)
-    """Open prompt folder name (NN-slug) or round name -> why it cannot be read."""
+    """Open prompt folder name (NN-slug) -> why it cannot be read."""
+    broken_rounds: dict[str, CatalogError] = Field(default_factory=dict, exclude=True)
+    """Round name -> why it cannot be read. Apart from ``broken``: a round file named like a folder (01-smoke.toml)
+    was taken for an open prompt, and failed every sweep of the open prompts."""
     skipped: list[str] = Field(default_factory=list, exclude=True)
     """Folders under open/ that are not items (not named NN-slug), each said as a warning line."""
 
@@ -262,8 +265,8 @@ class Catalog(BaseModel):
             chosen = list(self.open_items)
         if round_name:
             if round_name not in self.rounds:
-                if round_name in self.broken:
-                    raise self.broken[round_name]
+                if round_name in self.broken_rounds:
+                    raise self.broken_rounds[round_name]
                 known = ", ".join(self.rounds) or "none"
                 raise UsageError(f"{self.root}: unknown round {round_name!r} (rounds: {known})")
             chosen.extend(i for i in self.rounds[round_name] if i not in chosen)
@@ -272,7 +275,10 @@ class Catalog(BaseModel):
     def _raise_if_broken(self, want: str) -> None:
         for name, error in self.broken.items():
             m = _OPEN_DIR.match(name)
-            if (m and want in (m.group(1), name)) or (not m and want.startswith(f"{name}.")):
+            if m and want in (m.group(1), name):
+                raise error
+        for name, error in self.broken_rounds.items():
+            if want.startswith(f"{name}."):
                 raise error
 
 
@@ -301,18 +307,28 @@ def load_catalog(root: str | Path | None = None, *, partial: bool = False) -> Ca
             broken[d.name] = exc
     numbers = [i.number for i in open_items]
     dup = sorted({n for n in numbers if numbers.count(n) > 1})
-    if dup:
+    if dup and not partial:
         raise CatalogError(str(open_dir), "", f"two open prompts share the number {dup[0]}")
+    for number in dup:
+        # Read for a sweep, a leftover copy (03-site beside 03-site-old) fails only the sweeps that ask for 03.
+        twins = [i for i in open_items if i.number == number]
+        error = CatalogError(str(open_dir), "", f"two open prompts share the number {number} "
+                                                f"({', '.join(i.id for i in twins)})")
+        for twin in twins:
+            broken[twin.id] = error
+        open_items = [i for i in open_items if i.number != number]
     rounds_dir = base / "rounds"
     rounds = {}
+    broken_rounds: dict[str, CatalogError] = {}
     for f in sorted(rounds_dir.glob("*.toml")) if rounds_dir.is_dir() else []:
         try:
             rounds[f.stem] = load_round(f)
         except CatalogError as exc:
             if not partial:
                 raise
-            broken[f.stem] = exc
-    return Catalog(root=str(base), open_items=open_items, rounds=rounds, broken=broken, skipped=skipped)
+            broken_rounds[f.stem] = exc
+    return Catalog(root=str(base), open_items=open_items, rounds=rounds, broken=broken, broken_rounds=broken_rounds,
+                   skipped=skipped)
 
 
 def _generate(kind: str, arg: str, rng: random.Random) -> str:

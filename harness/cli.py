@@ -54,7 +54,8 @@ def _listed(flag: str, value: str | None) -> list[str] | None:
         raise UsageError(f"{flag} {value!r}: names nothing")
     if not all(parts):
         raise UsageError(f"{flag} {value!r}: an empty name (a stray comma?)")
-    return parts
+    # A name given twice counts once (--agents x,x listed x twice in hosts check's agents_counted).
+    return list(dict.fromkeys(parts))
 
 
 def _resolve(**options: object) -> "Settings":
@@ -158,9 +159,10 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
 
     _log_settings(settings, verbose)
     if not settings.embedded:
-        from harness.brokercheck import check_broker_url
+        from harness.brokercheck import check_queue_urls
 
-        check_broker_url(settings.broker_url)  # before anything is planned or stored: one line within 5 s
+        # Before anything is planned or stored: one line within 5 s (each).
+        check_queue_urls(settings.broker_url, settings.result_backend)
     store = Store(settings.runs)
     prog = SweepProgress(err_console if as_json else console)
     started = False

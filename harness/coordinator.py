@@ -381,6 +381,6 @@ class Coordinator:
 def _check_broker(app, settings: Settings) -> None:
     """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once
     (harness/brokercheck.py: a PING bounded on the reply too, not only on the connect)."""
-    from harness.brokercheck import check_broker_url
+    from harness.brokercheck import check_queue_urls
 
-    check_broker_url(settings.broker_url)
+    check_queue_urls(settings.broker_url, settings.result_backend)

@@ -23,6 +23,7 @@ import hashlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -103,6 +104,17 @@ class ModelEndpoint(_Strict):
     def _http(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        # A port out of range or a broken [IPv6] host was a ValueError traceback when the scripted model was
+        # served, or each time an agent or `hosts check` read the URL.
+        try:
+            parts = urlsplit(v)
+            parts.port
+        except ValueError as exc:
+            raise ValueError(f"cannot be read: {exc}") from None
+        if not parts.hostname:
+            raise ValueError("has no host")
+        if parts.port == 0:
+            raise ValueError("port 0 is no port to reach (1 to 65535)")
         return v.rstrip("/")
 
 
@@ -254,7 +266,8 @@ class Inventory(_Strict):
         unknown = [n for n in names if n not in self.hosts]
         if unknown:
             raise UsageError(f"{self.path}: unknown host {', '.join(unknown)} (known: {', '.join(self.hosts)})")
-        return [self.hosts[n] for n in names]
+        # Once each: `hosts check --hosts a,a` checked a twice and said "all 2 hosts ready".
+        return [self.hosts[n] for n in dict.fromkeys(names)]
 
 
 def _merge(defaults: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:

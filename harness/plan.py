@@ -66,6 +66,10 @@ def plan_sweep(
     if repeat > MAX_REPEAT:
         # A typo (--repeat 1000000) would otherwise plan millions of cells in memory before anything is said.
         raise UsageError(f"--repeat {repeat}: at most {MAX_REPEAT} (a round's own repetitions have the same bound)")
+    # A name given twice (--hosts a,a, --agents x,x) planned every cell of it twice under one cell id: two
+    # attempts raced for one cell and its table row. Once each, in the order first given.
+    hosts = list(dict.fromkeys(hosts)) if hosts else hosts
+    agents = list(dict.fromkeys(agents)) if agents else agents
     chosen_hosts = inventory.select(hosts)
     chosen_items = catalog.select(items, round_name)
     if not chosen_items:

@@ -105,9 +105,11 @@ def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
     runners = list(cells)
     runner_title = "host" if len(agents) == 1 else "host / agent"
     table = Table(title=f"sweep {sweep.id}", show_lines=False)
-    table.add_column(f"item \\ {runner_title}", style="bold")
+    # On a terminal narrower than the table, rich cuts a word that does not fit to "HARNESS_F…" (an 80-column
+    # terminal and five hosts did): which grade it was is the table's whole point, so a long word is folded.
+    table.add_column(f"item \\ {runner_title}", style="bold", overflow="fold")
     for runner in runners:
-        table.add_column(escape(runner))
+        table.add_column(escape(runner), overflow="fold")
     for item in items:
         table.add_row(escape(item), *(" ".join(cells[r].get(item, ["-"])) for r in runners))
     return table

@@ -35,7 +35,19 @@ _SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "token", "secret"}
 
 
 def redact(url: str) -> str:
-    """A URL fit for logs and records: a password in its user part or its query replaced by ``***``."""
+    """A URL fit for logs and records: a password in its user part or its query replaced by ``***``.
+
+    kombu reads ``a;b`` as a failover list of broker URLs: each is redacted (only the first was, and the
+    second's password was printed by ``fleet settings`` and the broker check).
+    """
+    if not url:
+        return url
+    if ";" in url:
+        return ";".join(_redact_one(part) for part in url.split(";"))
+    return _redact_one(url)
+
+
+def _redact_one(url: str) -> str:
     if not url:
         return url
     try:
@@ -75,6 +87,9 @@ def _namespace(raw: str) -> str:
 def _url(raw: str) -> str:
     if "://" not in raw or not urlsplit(raw).scheme:
         raise ValueError("expected a URL such as redis://host:6379/0")
+    if any(c.isspace() or not c.isprintable() for c in raw):
+        # "redis://h:6379/0 extra" (a pasted line) was read by redis-py as db 0 of h and by kombu otherwise.
+        raise ValueError("a URL has no spaces or control characters (percent-encode them in a password: %20)")
     return raw
 
 
@@ -85,6 +100,9 @@ def _path(raw: str) -> Path:
 def _folder(raw: str) -> Path:
     # A results directory that names a file failed later as "cannot create FILE: File exists", far from the flag.
     path = Path(raw)
+    if path.is_symlink() and not path.exists():
+        # A dangling link: mkdir cannot make it ("File exists"), and readers said "no sweeps yet".
+        raise ValueError("a link to nothing (create its target, or name the directory itself)")
     if path.exists() and not path.is_dir():
         raise ValueError("not a directory (the results directory holds one folder per sweep)")
     return path

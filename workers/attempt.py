@@ -122,6 +122,29 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
+def poll_script(delivery: str, beat: str, looks: int, launcher_pid: int) -> str:
+    """One poll on the host: write the heartbeat, then look for exit.json every 50 ms, ``looks`` times at most,
+    while the launcher lives; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+
+    A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead of 50 ms: that look counts
+    as 20, so the window stays ``looks`` x 50 ms. Counted as one, a 2 s window took 40 s: past the poll's own
+    30 s + window timeout (the attempt was lost), and far past the heartbeats the launcher waits for."""
+    return (
+        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
+        f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
+        f"kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.05 2>/dev/null; then n=$((n+1)); "
+        f"else sleep 1; n=$((n+20)); fi; done; "
+        f"cat exit.json 2>/dev/null || "
+        f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
+        f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
+        f"else cat exit.json 2>/dev/null || echo GONE; fi; }}"
+    )
+
+
+def _is_pid(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
+
+
 class _Attempt:
     def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str,
                  slot: str | None = None):
@@ -190,6 +213,9 @@ class _Attempt:
         home = memo.get("home", "")
         workdir = self.req.host.workdir
         if workdir.startswith("~"):
+            if not home:
+                # "~/x" without a home became "/x": the attempt's folder was removed and made afresh under /.
+                raise AgentNotStarted(f"cannot read $HOME on the host for its workdir {workdir}", host=self.req.host.name)
             workdir = home + workdir[1:]
         # The sweep's uid keeps two sweeps of one id (two coordinators, one label, one second) out of each other's folders.
         sweep_folder = f"{self.req.sweep_id}/{self.req.sweep_uid}" if self.req.sweep_uid else self.req.sweep_id
@@ -307,6 +333,13 @@ class _Attempt:
         if not launcher.verify(self.key, started, self.token):
             raise AgentNotStarted(f"the launcher gave no signed start record: {r.tail()}", host=self.req.host.name)
         assert isinstance(started, dict)
+        # The wait loop asks the host `kill -0 LAUNCHER_PID`: with 0 (a record without it) that names the shell's
+        # own process group and is always true, so a launcher that died was never noticed before the item's
+        # timeout; a negative pid names groups or every process. A real pid is above 1.
+        if not all(_is_pid(started.get(k)) for k in ("launcher_pid", "pgid")):
+            raise AgentNotStarted(f"the launcher's start record names no usable pid (launcher_pid "
+                                  f"{started.get('launcher_pid')!r}, pgid {started.get('pgid')!r})",
+                                  host=self.req.host.name)
         self.started = started
         self.pgid = int(started["pgid"])
         self.result.agent_started_at = utc_now()
@@ -333,16 +366,7 @@ class _Attempt:
             looks = int(window / 0.05)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
-            out = self.t.shell(
-                f"cd {d} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
-                f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
-                f"kill -0 {launcher_pid} 2>/dev/null; do sleep 0.05 2>/dev/null || sleep 1; n=$((n+1)); done; "
-                f"cat exit.json 2>/dev/null || "
-                f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
-                f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
-                f"else cat exit.json 2>/dev/null || echo GONE; fi; }}",
-                timeout=30 + window,
-            ).stdout.strip()
+            out = self.t.shell(poll_script(d, beat, looks, launcher_pid), timeout=30 + window).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
                 raise SupervisionLost("the launcher on the host was stopped (SIGSTOP) while the agent ran: the run was "

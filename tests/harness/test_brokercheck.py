@@ -70,3 +70,43 @@ def test_sweep_against_a_silent_broker_says_so_in_one_line_within_5_s_and_stores
         f"fleet: error: cannot reach the broker at redis://:***@127.0.0.1:{black_hole}/0: "
         "no answer within the timeout (Timeout reading from socket)"]
     assert not list((tmp_path / "runs").glob("2*"))  # no sweep planned or stored
+
+
+def test_a_result_backend_that_cannot_be_reached_is_one_line_naming_it(tmp_path: Path) -> None:
+    # The broker answered, so the sweep was planned and stored, then waited out a "broker" outage (300 s)
+    # reading results from FLEET_RESULT_BACKEND.
+    import shutil
+    import subprocess
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    broker, closed = ports
+    server = subprocess.Popen(["redis-server", "--port", str(broker), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", broker), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        started = time.monotonic()
+        proc = run_fleet("sweep", "--items", "04", "--runs", str(tmp_path / "runs"),
+                         "--broker", f"redis://127.0.0.1:{broker}/0", cwd=tmp_path,
+                         FLEET_RESULT_BACKEND=f"redis://:hunter2@127.0.0.1:{closed}/0")
+        assert time.monotonic() - started < 10
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert proc.stderr.splitlines() == [
+            f"fleet: error: cannot reach the result backend at redis://:***@127.0.0.1:{closed}/0: "
+            f"Error 111 connecting to 127.0.0.1:{closed}. Connection refused."], proc.stderr
+        assert not list((tmp_path / "runs").glob("2*"))  # no sweep planned or stored
+    finally:
+        server.terminate()
+        server.wait()

@@ -407,3 +407,32 @@ def test_sweep_runs_the_good_items_beside_a_broken_folder(tmp_path: Path) -> Non
     bad = run_fleet("sweep", "--prompts", str(root), "--items", "03,05", "--dry-run", cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.splitlines()[-1].startswith(f"fleet: error: {root / 'open' / '05-bad' / 'item.toml'}: not valid TOML")
+
+
+def test_a_broken_round_named_like_a_folder_fails_only_that_round(tmp_path: Path) -> None:
+    # rounds/01-smoke.toml broken was kept under the same name as a folder would be: a sweep of every open
+    # prompt, and --items 01, failed with the round's error.
+    root = make_prompts(tmp_path, {"03-good": (ITEM_TOML, "hello")}, {"01-smoke": "schema_version = 1\ntasks = []\n",
+                                                                       "mini": ROUND})
+    cat = load_catalog(root, partial=True)
+    assert [i.id for i in cat.select(None, None)] == ["03-good"]
+    assert [i.id for i in cat.select(None, "mini")][:1] == ["mini.one"]
+    with pytest.raises(UsageError, match="unknown item '01'"):
+        cat.select(["01"], None)
+    for items, round_name in ((None, "01-smoke"), (["01-smoke.one"], None)):
+        with pytest.raises(CatalogError, match=re.escape(f"{root / 'rounds' / '01-smoke.toml'}: tasks")):
+            cat.select(items, round_name)
+
+
+def test_two_folders_of_one_number_fail_only_the_sweeps_that_ask_for_it(tmp_path: Path) -> None:
+    # A leftover copy (03-good-old beside 03-good) stopped every sweep, of every item, read for a sweep or not.
+    root = make_prompts(tmp_path, {"03-good": (ITEM_TOML, "hello"), "03-good-old": (ITEM_TOML, "hello"),
+                                   "04-other": (ITEM_TOML, "hi")}, {"mini": ROUND})
+    cat = load_catalog(root, partial=True)
+    assert [i.id for i in cat.select(["04"], None)] == ["04-other"]
+    assert [i.id for i in cat.select(None, "mini")][:1] == ["mini.one"]
+    for items in (["03"], ["03-good-old"], None):
+        with pytest.raises(CatalogError, match="two open prompts share the number 03 \\(03-good, 03-good-old\\)"):
+            cat.select(items, None)
+    with pytest.raises(CatalogError, match="share the number 03"):  # read whole, as before
+        load_catalog(root)

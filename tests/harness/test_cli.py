@@ -125,6 +125,14 @@ def test_a_list_flag_that_names_nothing_or_an_empty_name_is_refused(tmp_path: Pa
     assert not (tmp_path / "runs").exists()  # nothing planned, nothing stored
 
 
+def test_a_list_flags_name_given_twice_counts_once(tmp_path: Path) -> None:
+    proc = run_fleet("hosts", "check", "--hosts", "local,local", "--agents", "receipt-echo,receipt-echo", "--json",
+                     cwd=tmp_path)
+    out = json.loads(proc.stdout)
+    assert out["agents_counted"] == ["receipt-echo"], out
+    assert [h["host"] for h in out["hosts"]] == ["local"], out
+
+
 @pytest.mark.parametrize("verb", [["sweep", "--items", "04"], ["status"], ["sweeps"], ["prune", "--keep", "1"],
                                   ["settings"]])
 def test_runs_naming_a_file_is_one_line(tmp_path: Path, verb: list[str]) -> None:
@@ -132,6 +140,15 @@ def test_runs_naming_a_file_is_one_line(tmp_path: Path, verb: list[str]) -> None
     proc = run_fleet(*verb, "--runs", "results.txt", cwd=tmp_path)
     assert_one_line_error(proc, "--runs 'results.txt': not a directory")
     assert (tmp_path / "results.txt").read_text() == "not a folder\n"
+
+
+@pytest.mark.parametrize("verb", [["sweep", "--items", "04"], ["status"]])
+def test_runs_naming_a_dangling_link_is_one_line(tmp_path: Path, verb: list[str]) -> None:
+    # It failed as "cannot create runs: File exists" (sweep) or "no sweeps yet" (status).
+    (tmp_path / "runs").symlink_to(tmp_path / "gone")
+    proc = run_fleet(*verb, "--runs", "runs", cwd=tmp_path)
+    assert_one_line_error(proc, "--runs 'runs': a link to nothing")
+    assert not (tmp_path / "gone").exists()
 
 
 def test_fleet_settings_shows_each_value_and_where_it_came_from_redacted(tmp_path: Path) -> None:

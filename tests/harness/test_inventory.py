@@ -186,6 +186,15 @@ BAD = {
     "bad base_url": (
         edit("http://127.0.0.1:8080/v1", "127.0.0.1:8080/v1"), "hosts.box.model.base_url", "http:// or https://"
     ),
+    "base_url port out of range": (
+        edit("http://127.0.0.1:8080/v1", "http://127.0.0.1:99999/v1"), "hosts.box.model.base_url",
+        "cannot be read: Port out of range 0-65535",
+    ),
+    "base_url broken IPv6 host": (
+        edit("http://127.0.0.1:8080/v1", "http://[::1/v1"), "hosts.box.model.base_url", "cannot be read: Invalid IPv6 URL"
+    ),
+    "base_url port 0": (edit("http://127.0.0.1:8080/v1", "http://127.0.0.1:0/v1"), "hosts.box.model.base_url", "port 0"),
+    "base_url without a host": (edit("http://127.0.0.1:8080/v1", "http:///v1"), "hosts.box.model.base_url", "has no host"),
     "context 0": (edit("context = 4096", "context = 0"), "hosts.box.model.context", "greater than 0"),
     "keepalive_count 0": (
         edit('user = "qual"', 'user = "qual"\nkeepalive_count = 0'), "hosts.box.keepalive_count",
@@ -266,6 +275,7 @@ def test_select_hosts(tmp_path: Path) -> None:
     assert [h.name for h in inv.select(None)] == ["box", "other"]
     assert [h.name for h in inv.select([])] == ["box", "other"]
     assert [h.name for h in inv.select(["other", "box"])] == ["other", "box"]
+    assert [h.name for h in inv.select(["other", "box", "other"])] == ["other", "box"]  # named twice: once
     with pytest.raises(UsageError) as err:
         inv.select(["box", "nope"])
     msg = str(err.value)

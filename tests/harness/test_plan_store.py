@@ -101,6 +101,14 @@ def test_two_agents_on_one_host_are_two_cells(inv, cat) -> None:  # type: ignore
     assert [c.id for c in sweep.cells] == ["alpha/01-one/builtin/r1", "alpha/01-one/control/r1"]
 
 
+def test_a_host_or_agent_named_twice_is_planned_once(inv, cat) -> None:  # type: ignore[no-untyped-def]
+    # --hosts alpha,alpha --agents builtin,builtin planned each cell twice under one id.
+    sweep = plan_sweep(inv, cat, hosts=["alpha", "beta", "alpha"], items=["01"],
+                       agents=["builtin", "builtin"])
+    assert [c.id for c in sweep.cells] == ["alpha/01-one/builtin/r1", "beta/01-one/builtin/r1"]
+    assert sweep.options["hosts"] == ["alpha", "beta"] and sweep.options["agents"] == ["builtin"]
+
+
 def test_default_agent_is_the_hosts_first(inv, cat) -> None:  # type: ignore[no-untyped-def]
     sweep = plan_sweep(inv, cat, items=["02"])
     assert [c.id for c in sweep.cells] == ["alpha/02-two/builtin/r1", "beta/02-two/builtin/r1"]

@@ -53,6 +53,8 @@ def test_an_empty_variable_or_flag_counts_as_not_given() -> None:
     ({"FLEET_START_TIMEOUT": "-3"}, "FLEET_START_TIMEOUT='-3': expected a number of seconds greater than 0"),
     ({"FLEET_NAMESPACE": "a,b"}, "FLEET_NAMESPACE='a,b': expected letters, digits"),
     ({"FLEET_BROKER_URL": "localhost:6379"}, "FLEET_BROKER_URL='localhost:6379': expected a URL such as redis://"),
+    ({"FLEET_BROKER_URL": "redis://h:6379/0 extra"}, "FLEET_BROKER_URL='redis://h:6379/0 extra': a URL has no spaces"),
+    ({"FLEET_RESULT_BACKEND": "redis://h:6379/1\n"}, "FLEET_RESULT_BACKEND='redis://h:6379/1': a URL has no spaces or control characters"),
 ])
 def test_a_bad_variable_is_one_line_naming_it(given: dict[str, str], line: str) -> None:
     with pytest.raises(UsageError) as exc:
@@ -83,6 +85,13 @@ def test_redact_hides_passwords_in_the_user_part_and_the_query() -> None:
     assert redact(f"redis://default:{SECRET}@h:6379/0") == "redis://default:***@h:6379/0"
     assert redact(f"redis://h:6379/0?password={SECRET}&db=1") == "redis://h:6379/0?password=***&db=1"
     assert redact("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_redact_hides_every_password_of_a_failover_list() -> None:
+    # kombu takes "url1;url2" as brokers to fail over between; the second's password was shown in full.
+    shown = redact(f"redis://:{SECRET}@h1:6379/0;redis://u:{SECRET}@h2:6379/0;sentinel://h3:26379?password={SECRET}")
+    assert SECRET not in shown
+    assert shown == "redis://:***@h1:6379/0;redis://u:***@h2:6379/0;sentinel://h3:26379?password=***"
 
 
 def test_every_shown_and_logged_value_is_redacted() -> None:

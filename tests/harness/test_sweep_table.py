@@ -58,3 +58,17 @@ def test_status_without_a_terminal_never_wraps(tmp_path: Path) -> None:
     last = proc.stdout.splitlines()[-1]
     assert last == f"sweep {sweep.id}: finished, results in {runs / sweep.id}", proc.stdout
     assert len(last) > 80
+
+
+def test_a_terminal_too_narrow_for_the_table_folds_a_grade_and_never_cuts_it() -> None:
+    # Five hosts on an 80-column terminal showed every cell as "HARNESS_F…".
+    sweep = _graded(synthetic_sweep(hosts=5, items=2), {})
+    for attempts in sweep.attempts.values():
+        attempts[0].status, attempts[0].grade, attempts[0].reason = "harness_failure", "HARNESS_FAILURE", "no_worker"
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(matrix_table(sweep))
+    text = out.getvalue()
+    assert "…" not in text, text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    column = [line.split("│")[2].strip() for line in text.splitlines() if line.startswith("│")]
+    assert "".join(column).startswith("HARNESS_FAILURE"), column

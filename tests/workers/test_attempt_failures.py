@@ -140,6 +140,17 @@ def test_facts_that_do_not_change_are_asked_once_per_worker_and_host() -> None:
                                                       "disk_free_mb": "4000"}
     assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
 
+@pytest.mark.parametrize("answer", [ShellResult(0, "", ""), ShellResult(255, "", "Connection reset")])
+def test_a_home_that_cannot_be_read_is_agent_not_started_and_nothing_is_made_under_root(answer: ShellResult) -> None:
+    # The workdir ~/fleet became /fleet: the attempt folder was removed and made afresh at the root.
+    req = request()
+    t = healthy_host(req).on(r'^printf %s "\$HOME"$', answer)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_not_started")
+    assert "cannot read $HOME" in result.error
+    assert not t.ran(r"^set -e; rm -rf ") and not t.ran(r"' run [0-9a-f]+$")
+
+
 def test_a_healthy_host_finishes() -> None:
     """The baseline every other test breaks one step of."""
     req = request()
@@ -399,6 +410,27 @@ def test_a_start_record_without_a_valid_signature_is_agent_not_started() -> None
     assert "no signed start record" in result.error
 
 
+@pytest.mark.parametrize("launcher_pid", [0, -1, None, "4241"])
+def test_a_signed_start_record_without_a_usable_launcher_pid_is_agent_not_started(launcher_pid: object) -> None:
+    # The wait loop's `kill -0 0` is always true on the host: a dead launcher was never noticed before the
+    # item's timeout (and -1 names every process).
+    req = request(item=ITEM.model_copy(update={"timeout_s": 1}))
+    t = healthy_host(req, exit_code=None)
+
+    def launch(script: str, t: MemoryTransport) -> str:
+        r = launcher_request(t)
+        started = {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242}
+        if launcher_pid is not None:
+            started["launcher_pid"] = launcher_pid
+        return json.dumps({"started": launcher.sign(r["key"], started)}) + "\n"
+
+    t.on(r"' run [0-9a-f]+$", launch)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_not_started")
+    assert "names no usable pid" in result.error
+    assert not t.ran(POLL)
+
+
 @pytest.mark.parametrize("ran_s, status", [(9.5, "finished"), (10.5, "timeout")])
 def test_an_exit_record_read_late_is_judged_by_how_long_the_agent_ran(ran_s: float, status: str) -> None:
     # The host did not answer for a while; when the worker reads the exit record, the launcher's own measure of the
@@ -417,3 +449,31 @@ def test_an_exit_record_read_late_is_judged_by_how_long_the_agent_ran(ran_s: flo
     assert result.status == status, result.error
     if status == "timeout":
         assert "ran 10.5 s, past the item's timeout of 10 s" in result.error
+
+
+def test_a_host_whose_sleep_takes_whole_seconds_only_keeps_the_polls_window(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `sleep 0.05 || sleep 1` counted each 1 s fallback as one 50 ms look: a 2 s window took 40 s on such a
+    # host, past the poll's 30 s + window timeout and the launcher's heartbeat bound.
+    import os
+    import shlex
+    import subprocess
+    import time
+
+    from workers.attempt import poll_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sleep"
+    fake.write_text('#!/bin/sh\ncase "$1" in *.*) echo "sleep: invalid time interval" >&2; exit 1;; esac\n'
+                    'exec /bin/sleep "$1"\n')
+    fake.chmod(0o755)
+    delivery = tmp_path / "delivery"
+    delivery.mkdir()
+    script = poll_script(shlex.quote(str(delivery)), shlex.quote("beat-1"), looks=20, launcher_pid=os.getpid())
+    started = time.monotonic()
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    took = time.monotonic() - started
+    assert out.returncode == 0 and out.stdout.strip() == "", out
+    assert (delivery / "heartbeat").read_text() == "beat-1"
+    assert took < 5, f"a 1 s window took {took:.1f} s"
