@@ -27,3 +27,16 @@ def test_every_ssh_connection_sends_without_delay(tmp_path, ssh_hosts, client_ke
             t.close()
     finally:
         t.close()
+
+
+def test_output_that_comes_after_the_exit_status_is_kept(tmp_path, ssh_hosts, client_key) -> None:
+    """sshd sends a command's exit status when its process ends; output still held by a child comes after it, up
+    to the channel's EOF. Reading stopped at the status lost that output (under load, an empty `command -v`
+    answer made an installed agent agent_missing)."""
+    inv = write_inventory(tmp_path / "inv.toml", [ssh_hosts["alpha"].toml(client_key[0])])
+    t = connect_for(load_inventory(str(inv)).hosts["alpha"])
+    try:
+        r = t.shell("(sleep 0.5; echo late) & echo early; exit 3", timeout=20)
+        assert (r.exit_code, r.stdout.split()) == (3, ["early", "late"])
+    finally:
+        t.close()

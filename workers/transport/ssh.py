@@ -321,7 +321,11 @@ class SSHTransport(Transport):
                             out += chan.recv(65536)
                         while chan.recv_stderr_ready():
                             err += chan.recv_stderr(65536)
-                        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                        # Done once the exit status and the end of the output are both in: sshd may send the
+                        # exit status before the last of the output (RFC 4254 allows data until EOF), and
+                        # stopping at the status alone lost it (an empty `command -v` answer: agent_missing).
+                        if (chan.exit_status_ready() and (chan.eof_received or chan.closed)
+                                and not chan.recv_ready() and not chan.recv_stderr_ready()):
                             break
                         if chan.eof_received:
                             # All output is in; the exit status follows (the channel stays readable after EOF,
