@@ -199,6 +199,7 @@ def _fail_on(value: str | None) -> frozenset[str]:
     if value is not None and not names:
         # An empty list would silently turn the gate off: a CI job that meant to gate must hear of it.
         raise UsageError(f"--fail-on {value!r}: no grade given (grades: {', '.join(known)})")
+    _listed("--fail-on", value)  # a stray comma (HARNESS_FAILURE,) like every other list flag
     bad = [n for n in names if n not in known]
     if bad:
         raise UsageError(f"--fail-on {bad[0]!r}: not a grade (grades: {', '.join(known)})")

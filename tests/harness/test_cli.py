@@ -116,6 +116,7 @@ def test_a_bad_max_attempts_is_one_line(tmp_path: Path) -> None:
     (["worker", "--hosts", "a,", "--broker", "redis://127.0.0.1:1/0"], "--hosts 'a,': an empty name"),
     (["hosts", "prepare", "--hosts", " , "], "--hosts ' , ': names nothing"),
     (["sweep", "--repeat", "two"], "Invalid value for '--repeat': 'two' is not a valid integer"),
+    (["sweep", "--fail-on", "HARNESS_FAILURE,", "--dry-run"], "--fail-on 'HARNESS_FAILURE,': an empty name"),
 ])
 def test_a_list_flag_that_names_nothing_or_an_empty_name_is_refused(tmp_path: Path, args: list[str],
                                                                      line: str) -> None:
