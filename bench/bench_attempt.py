@@ -147,7 +147,7 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
         (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
         (d / "prompt.md").write_text("do nothing\n")
     worker = Worker(tmp, redis.url, namespace, ["bench"], inv)
-    walls = {}
+    walls: dict[int, list[float]] = {}
     try:
         worker.wait_ready()
         for repeat in (1, 2, 1, 2):

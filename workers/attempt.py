@@ -317,7 +317,10 @@ class _Attempt:
                 **request}
         # The token in argv lets a later delivery tell this launcher's process from any other (launcher_alive).
         # -S: the launcher imports only the standard library, and the site module is a third of a Python start.
-        script = f"cd / && exec {_q(self.py)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
+        # The interpreter the host's python named, once a start said which (a pyenv or asdf shim is a shell script
+        # that costs 0.1 s and more on every start, before Python itself starts).
+        python = self.t.memo.get(f"executable {self.py}") or self.py
+        script = f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
         return self.t.shell(script, timeout=timeout, stdin=(json.dumps(body) + "\n").encode("utf-8"))
 
     def start(self) -> None:
@@ -358,6 +361,9 @@ class _Attempt:
         if "prepare_error" in answer:
             raise AgentNotStarted(f"cannot prepare {self.root}: {answer['prepare_error']}", host=self.req.host.name)
         prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
+        executable = prepared.get("executable") if prepared is not None else None
+        if isinstance(executable, str) and executable.startswith("/") and "\n" not in executable:
+            self.t.memo[f"executable {self.py}"] = executable
         if prepared is not None:
             self.result.host_facts = {
                 "uname": str(prepared.get("uname", "")),

@@ -397,7 +397,8 @@ def _prepare(req, prep):
         return {"prepare_error": "%s: %s" % (exc.filename or root, exc.strerror or exc)}
     u = os.uname()
     return {"uname": "%s %s %s" % (u.sysname, u.release, u.machine), "python": sys.version.split()[0],
-            "disk_free_mb": vfs.f_bavail * vfs.f_frsize // (1024 * 1024), "reaped": reaped}
+            "executable": sys.executable or "", "disk_free_mb": vfs.f_bavail * vfs.f_frsize // (1024 * 1024),
+            "reaped": reaped}
 
 
 def run(req):

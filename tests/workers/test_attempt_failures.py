@@ -72,7 +72,8 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
         r = launcher_request(t)
         # The start first makes the attempt folder afresh and writes the prompt and the adapter's files into it.
         t.files.update({path: base64.b64decode(data) for path, data in r["prepare"]["files"].items()})
-        prepared = {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3", "disk_free_mb": 4000, "reaped": []}
+        prepared = {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3", "executable": "/usr/bin/python3.12",
+                    "disk_free_mb": 4000, "reaped": []}
         here = f"{r['fleet']}/deliveries/{r['token']}"
         started = launcher.sign(r["key"], {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242,
                                            "launcher_pid": 4241})
@@ -140,6 +141,9 @@ def test_the_host_facts_come_with_the_start_and_home_is_asked_once_per_worker_an
     assert first.host_facts == second.host_facts == {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3",
                                                       "disk_free_mb": "4000"}
     assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
+    # The host's python3 (maybe a pyenv shim, 0.1 s a start) is run by the interpreter it named once it said which.
+    starts = t.ran(r"' run [0-9a-f]+$")
+    assert starts[0].startswith("cd / && exec python3 -S -c ") and starts[1].startswith("cd / && exec /usr/bin/python3.12 -S -c ")
 
 
 @pytest.mark.parametrize("answer", [ShellResult(0, "", ""), ShellResult(255, "", "Connection reset")])
