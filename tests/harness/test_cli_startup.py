@@ -63,7 +63,7 @@ def test_a_one_session_replay_loads_neither_the_grader_nor_the_records_nor_rich(
     # The grader, the catalog, the records' and the inventory's models: about 0.1 s, for a session file that
     # holds none of them (a sweep's or an imported folder's meta.json is read through them, when given).
     heavy = ("rich", "harness.grading", "harness.catalog", "harness.records", "harness.inventory", "harness.store",
-             "harness.importers.folder", *FLEET_ONLY)
+             "harness.importers.folder", "multiprocessing", *FLEET_ONLY)
     assert _present(modules, heavy) == []
 
 
