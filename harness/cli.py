@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -30,6 +31,21 @@ def _console(stderr: bool) -> "Console":
     return Console(stderr=stderr, highlight=False, width=wide)
 
 
+_EMOJI_CODE = re.compile(r":\S*?:")
+"""What rich would look up as an emoji name (``:smile:``) in a printed string, even with markup off."""
+
+
+def _plain_line(objects: tuple[Any, ...], options: dict[str, Any]) -> str | None:
+    """The text of a ``print(text, markup=False, soft_wrap=True)`` that rich would write unchanged, else None: one
+    string of printable ASCII (no tab, newline or control character, no wide character) with no emoji code."""
+    if len(objects) != 1 or not isinstance(objects[0], str) or options != {"markup": False, "soft_wrap": True}:
+        return None
+    text = objects[0]
+    if not (text.isascii() and text.isprintable()) or _EMOJI_CODE.search(text):
+        return None
+    return text
+
+
 class _LazyConsole:
     """The console of one stream, made on its first use: importing rich is a fifth of `fleet --version`'s start,
     and a command that prints through click (replay, --version, the JSON outputs) never needs it."""
@@ -44,6 +60,14 @@ class _LazyConsole:
         return self._console
 
     def print(self, *objects: Any, **options: Any) -> None:
+        text = _plain_line(objects, options)
+        if text is not None and "rich" not in sys.modules:
+            # A line rich would write as it is, and no rich in this process (so no live display to draw around):
+            # written here, which spares a one-session `fleet import` or an error line the 20 ms of importing rich.
+            stream = sys.stderr if self._stderr else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+            return
         self.get().print(*objects, **options)
 
 

@@ -6,11 +6,15 @@ Each list says what a module cost a start when it came back (python -X importtim
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import REPO
 
@@ -67,7 +71,50 @@ def test_a_one_session_replay_loads_neither_the_grader_nor_the_records_nor_rich(
     assert _present(modules, heavy) == []
 
 
-def test_a_one_session_import_loads_nothing_of_the_fleet(tmp_path: Path) -> None:
+def test_a_one_session_import_loads_nothing_of_the_fleet_nor_rich(tmp_path: Path) -> None:
     modules = _loaded(tmp_path, "import", "pixel-fleet", str(SESSION), "--out", str(tmp_path / "out"))
     assert "harness.importers.pixel_fleet" in modules and list((tmp_path / "out").glob("*/grade.json"))
-    assert _present(modules, (*FLEET_ONLY, "harness.coordinator", "harness.dispatch", "harness.settings")) == []
+    # rich: 20 ms of about 270 for the one line per run it would print unchanged.
+    heavy = ("rich", "harness.coordinator", "harness.dispatch", "harness.settings", *FLEET_ONLY)
+    assert _present(modules, heavy) == []
+
+
+def _rich_writes(text: str, terminal: bool) -> str:
+    """What the CLI's rich console writes for ``print(text, markup=False, soft_wrap=True)``: to a pipe (as wide as
+    harness.cli makes it) or to a colour terminal of 80 columns."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = (Console(file=out, force_terminal=True, color_system="truecolor", width=80, highlight=False)
+               if terminal else Console(file=out, width=100_000, highlight=False))
+    console.print(text, markup=False, soft_wrap=True)
+    return out.getvalue()
+
+
+PLAIN = ["imported/x/b121a8f7-dd71: NOTHING (outcome none; stop: 4 consecutive failures at call 6)",
+         "fleet: error: --items '07,': an empty name (a stray comma?) (see `fleet sweep -h`)", "  two  spaces  ", "",
+         "x" * 300, "[bold]not markup[/bold] \\n", "a:b :c d: e:"]
+NOT_PLAIN = ["got :smile: back", "a:b:c", "tab\there", "line\nbreak", "bell\x07", "caf\u00e9", "wide \u4e2d", "esc \x1b[31m"]
+
+
+def test_a_line_written_without_rich_is_exactly_what_rich_writes() -> None:
+    from harness.cli import _plain_line
+
+    for text in PLAIN:
+        assert _plain_line((text,), {"markup": False, "soft_wrap": True}) == text
+        for terminal in (False, True):
+            assert _rich_writes(text, terminal) == text + "\n", (text, terminal)
+    for text in NOT_PLAIN:  # rich changes each of these (or may): they go through it
+        assert _plain_line((text,), {"markup": False, "soft_wrap": True}) is None, text
+    assert _plain_line(("x",), {"markup": False}) is None  # rich would wrap it: through rich
+    assert _plain_line(("x", "y"), {"markup": False, "soft_wrap": True}) is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x17F), max_size=120))
+def test_any_line_taken_as_plain_is_written_by_rich_unchanged(text: str) -> None:
+    from harness.cli import _plain_line
+
+    if _plain_line((text,), {"markup": False, "soft_wrap": True}) is not None:
+        assert _rich_writes(text, False) == text + "\n"
+        assert _rich_writes(text, True) == text + "\n"
