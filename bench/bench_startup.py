@@ -1,6 +1,7 @@
 """Start-up cost of the one-shot commands: `fleet --version`, a one-session `fleet import`, a one-session `fleet replay`.
 
-* **figure**: the command's wall time in a fresh process (median and p90 of N runs), run two ways: the installed
+* **figure**: the command's wall time in a fresh process (median and p90 of N runs) and the CPU time it used (median:
+  on a shared machine another job's load stretches the wall time more than this), run two ways: the installed
   entry point (`.venv/bin/fleet`) and `python -m harness.cli`, both on this checkout's code (PYTHONPATH);
 * **floors**, measured in the same run: the interpreter's own start (`python -c pass`, the same interpreter), and
   the same work done in-process in one warm Python (the version's commit lookup, the import and grading of the
