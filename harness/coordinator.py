@@ -204,7 +204,7 @@ class Coordinator:
             raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
         settle_attempt(app, w, sweep, cell, attempt, ar, state, "abandoned",
                        "the coordinator stopped before this attempt's result arrived; a late result is discarded",
-                       self.on_event)
+                       self.on_event, namespace=self.settings.namespace)
 
     @contextlib.contextmanager
     def _scripted_models(self, sweep: SweepRecord, inventory: Inventory, hosts: set[str]) -> Iterator[Inventory]:
@@ -334,8 +334,10 @@ class Coordinator:
                         from harness.embedded import internal_error
 
                         d.internal_error = internal_error
+                    from harness.blobs import blobs_for
                     from harness.wakeup import wakeup_for
 
+                    d.blobs = blobs_for(self.settings.celery_backend)
                     d.wakeup = wakeup_for(self.settings.embedded, self.settings.celery_backend,
                                           lambda task_id: app.backend.get_key_for_task(task_id).decode())
                     try:

@@ -50,6 +50,7 @@ from harness.wakeup import Sleep, Wakeup
 from workers.app import TASK_RUN_ATTEMPT, queue_for
 
 if TYPE_CHECKING:
+    from harness.blobs import BlobStore
     from harness.grading import Grade
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
@@ -126,6 +127,8 @@ class Dispatcher:
     """Says which host queues no worker consumes, and when to give up on them (``harness.noworker``; Redis only)."""
     withdraw: Callable[[str, set[str]], None] = lambda queue, task_ids: None
     """Takes tasks given up on back from a host's queue (``harness.noworker.withdraw``)."""
+    blobs: "BlobStore | None" = None
+    """Where large artifacts of results are kept beside them (harness/blobs.py; Redis backends only)."""
     wakeup: Wakeup = field(default_factory=Sleep)
     """How the loop waits ``poll_s`` between looks: woken early when a result is stored (``harness.wakeup``)."""
 
@@ -323,13 +326,14 @@ class Dispatcher:
             self._record(f.cell, result)
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
-            forget_result(f.async_result)
+            forget_result(f.async_result, self.blobs, self.namespace)
             progressed = True
         return progressed
 
     def _result_of(self, f: _InFlight, state: str) -> AttemptResult:
         if state == "SUCCESS":
-            return result_from_backend(f.async_result.result, self.sweep.id, f.cell, f.attempt)
+            return result_from_backend(f.async_result.result, self.sweep.id, f.cell, f.attempt, self.blobs,
+                                       self.namespace, f.async_result.id)
         failure = f.async_result.result
         if isinstance(failure, WorkerLostError) or "WorkerLostError" in type(failure).__name__:
             reason, error = "worker_lost", f"the worker running the attempt died: {failure}"
@@ -366,7 +370,7 @@ class Dispatcher:
             try:
                 settle_attempt(self.app, self.writer, self.sweep, f.cell, f.attempt, f.async_result, state, "revoked",
                                f"the sweep was stopped ({name}) before this attempt's result came; the attempt was "
-                               "revoked and a late result is discarded", self.on_event)
+                               "revoked and a late result is discarded", self.on_event, namespace=self.namespace)
             except FleetError:
                 pass  # the store itself failed: resume settles this attempt from the journal's `dispatched` entry
             drop_quietly(f.async_result)
@@ -375,12 +379,15 @@ class Dispatcher:
 
 def settle_attempt(app: Celery, writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int,
                    async_result: AsyncResult, state: str | None, reason: str, error: str,
-                   on_event: Callable[[Event], None] = lambda e: None) -> None:
+                   on_event: Callable[[Event], None] = lambda e: None, namespace: str = "") -> None:
     """An attempt nobody will wait for any more (its sweep is stopping, or its coordinator went away): record its
     result if it already came (``state`` SUCCESS), else revoke it (the worker kills the agent's group) and record
     it as the harness failure ``reason``. Either way the backend forgets the task afterwards."""
+    from harness.blobs import blobs_for
+
+    blobs = blobs_for(str(app.conf.result_backend or ""))
     if state == "SUCCESS":
-        result = result_from_backend(async_result.result, sweep.id, cell, attempt)
+        result = result_from_backend(async_result.result, sweep.id, cell, attempt, blobs, namespace, async_result.id)
     else:
         try:
             app.control.revoke(async_result.id, terminate=True, signal="SIGTERM")
@@ -388,16 +395,19 @@ def settle_attempt(app: Celery, writer: SweepWriter, sweep: SweepRecord, cell: C
             pass
         result = harness_failure(sweep.id, cell, attempt, reason, error)
     record_result(writer, sweep, cell, result, on_event)
-    forget_result(async_result)
+    forget_result(async_result, blobs, namespace)
 
 def task_time_limit(timeout_s: int) -> int:
     """The hard time limit of an attempt's task: the item's timeout plus the grace for checks and collecting."""
     return timeout_s + 900
 
 
-def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -> AttemptResult:
+def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int, blobs: "BlobStore | None" = None,
+                        namespace: str = "", task_id: str = "") -> AttemptResult:
     """A worker's result, checked: it must parse, and be the attempt that was sent (its sweep, cell and attempt
-    number decide where its files go). Anything else is that attempt's ``worker_error``, never a record of it."""
+    number decide where its files go), and the artifacts it keeps beside it on Redis (harness/blobs.py) must be
+    there, this task's, and what it says they are. Anything else is that attempt's ``worker_error`` (or
+    ``artifact_corrupt``), never a record of it."""
     try:
         result = AttemptResult.model_validate(data)
     except ValueError as exc:  # pydantic's ValidationError: a worker of another version, or a hostile one
@@ -407,6 +417,16 @@ def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int) -
         return harness_failure(sweep_id, cell, attempt, "worker_error",
                                f"the worker answered for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
                                f"{result.attempt}: not the attempt it was sent")
+    if any(a.blob is not None for a in result.artifacts):
+        from harness.blobs import MissingBlob
+
+        if blobs is None:
+            return harness_failure(sweep_id, cell, attempt, "worker_error", "the worker's result keeps artifacts in "
+                                   "Redis blobs, and this coordinator's result backend is not Redis")
+        try:
+            blobs.resolve(result, namespace, task_id)
+        except MissingBlob as exc:
+            return harness_failure(sweep_id, cell, attempt, "artifact_corrupt", f"an artifact of the result: {exc}")
     return result
 
 
@@ -422,9 +442,16 @@ def drop_quietly(async_result: AsyncResult) -> None:
     async_result.backend = None
 
 
-def forget_result(async_result: AsyncResult) -> None:
-    """Drop a recorded attempt's result from the backend. A backend that cannot (full disk, gone) keeps it: a
-    later ``resume`` finds that attempt already recorded and changes nothing."""
+def forget_result(async_result: AsyncResult, blobs: "BlobStore | None" = None, namespace: str = "") -> None:
+    """Drop a recorded attempt's result from the backend, and its blobs (harness/blobs.py). A backend that cannot
+    (full disk, gone) keeps them: a later ``resume`` finds that attempt already recorded and changes nothing."""
+    if blobs is not None:
+        try:
+            data = async_result.result if async_result.state == "SUCCESS" else None
+            count = len(data.get("artifacts") or []) if isinstance(data, dict) else 0
+        except Exception:  # noqa: BLE001 - the backend is away: the blobs expire with the result
+            count = 0
+        blobs.forget(namespace, async_result.id, count)
     try:
         async_result.forget()
     except Exception:  # noqa: BLE001 - the record is already durable; nothing is lost

@@ -11,10 +11,10 @@ import base64
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, JsonValue, SerializerFunctionWrapHandler, Tag, TypeAdapter,
-                      ValidationInfo, model_serializer, model_validator)
+                      PrivateAttr, ValidationInfo, model_serializer, model_validator)
 from pydantic_core import PydanticCustomError
 
 from harness.catalog import Item
@@ -103,26 +103,41 @@ class ArtifactRecord(_Record):
     original_b64: str | None = Field(default=None, description="The exact bytes of that name, base64; absent when "
                                      "the file kept its name.")
 
+    _absent_when_none: ClassVar[tuple[str, ...]] = ("original", "original_b64")
+
     @model_serializer(mode="wrap")
     def _without_absent_original(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Most files keep their name: their records stay {name, size, sha256}, as every older meta.json has them.
         data = handler(self)
-        for key in ("original", "original_b64"):
+        for key in self._absent_when_none:
             if data.get(key) is None:
                 data.pop(key, None)
         return data
 
 
 class Artifact(ArtifactRecord):
-    """An artifact in transit from a worker to the coordinator (content base64-encoded)."""
+    """An artifact in transit from a worker to the coordinator: its content base64-encoded, or, for a large one on
+    Redis, the key that holds its bytes (``blob``, harness/blobs.py; ``data_b64`` is then empty)."""
 
     data_b64: str
+    blob: str | None = Field(default=None, description="The Redis key holding the bytes (harness/blobs.py); "
+                             "absent when they are inline.")
+    _held: bytes | None = PrivateAttr(default=None)
+    _absent_when_none: ClassVar[tuple[str, ...]] = ("original", "original_b64", "blob")
 
     @classmethod
     def of(cls, name: str, data: bytes) -> "Artifact":
         return cls(name=name, size=len(data), sha256=sha256_hex(data), data_b64=base64.b64encode(data).decode())
 
+    def hold(self, data: bytes) -> None:
+        """The bytes of a blob, read by the coordinator (checked against size and sha256 by the caller)."""
+        self._held = data
+
     def data(self) -> bytes:
+        if self._held is not None:
+            return self._held
+        if self.blob is not None:
+            raise ValueError(f"{self.name}: its bytes are in {self.blob}, not read yet")
         return base64.b64decode(self.data_b64)
 
 

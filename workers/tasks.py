@@ -92,6 +92,12 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
         slot = lease.slot if lease is not None else None
         result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot)
+        # Large artifacts go beside the result on Redis as raw bytes, not base64 inside it (harness/blobs.py).
+        from harness.blobs import blobs_for
+
+        blobs = blobs_for(settings.celery_backend)
+        if blobs is not None and req.task_id:
+            result = blobs.offload(result, req.namespace, req.task_id)
         return result.model_dump(mode="json")
     finally:
         if lease is not None:
