@@ -6,7 +6,8 @@ figures of those that can in ``bench/results.json`` (``--json``), and ends with 
 and wall time. Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
 figure, and copy the figures into the README.
 
-    python -m bench                 # everything (about 10 minutes on the 2-core development machine)
+    python -m bench                 # everything (about 25 minutes on the 2-core development machine, half of it
+                                    # the 10,000-cell sweep of bench_scale)
     python -m bench --only ssh,gap  # some of them
     python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
 """
@@ -26,7 +27,12 @@ RESULTS = HERE / "results.json"
 BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "ssh": ("bench_ssh.py", ["--runs", "50", "--json", "{json}"], ["--runs", "20", "--json", "{json}"]),
     "gap": ("bench_gap.py", ["--cells", "10", "--json", "{json}"], ["--cells", "4", "--json", "{json}"]),
-    "dispatch": ("bench_dispatch.py", ["--cells", "40", "--slots", "2"], ["--cells", "10", "--slots", "2"]),
+    "dispatch": ("bench_dispatch.py", ["--cells", "40", "--slots", "2", "--json", "{json}"], ["--cells", "10", "--slots", "2"]),
+    "attempt": ("bench_attempt.py", ["--attempts", "40", "--cells", "20", "--json", "{json}"],
+                ["--attempts", "10", "--cells", "5"]),
+    "makespan": ("bench_makespan.py", ["--json", "{json}"], ["--hosts", "3", "--items", "5"]),
+    "blobs": ("bench_blobs.py", ["--json", "{json}"], ["--mb", "1"]),
+    "scale": ("bench_scale.py", ["--cells", "10000", "--hosts", "40", "--json", "{json}"], ["--cells", "1000", "--hosts", "20"]),
     "store": ("bench_store.py", ["--json", "{json}"], ["--sizes", "1000,10000", "--json", "{json}"]),
     "many_files": ("bench_many_files.py", ["--json", "{json}"], ["--sizes", "1000", "--baseline-max", "1000"]),
     "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),

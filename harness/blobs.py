@@ -23,6 +23,10 @@ __all__ = ["INLINE_MAX", "TTL_S", "BlobStore", "blob_prefix", "blobs_for", "Miss
 
 INLINE_MAX = 64 * 1024
 """An artifact up to this size stays in the result (one round trip less; most artifacts are this small)."""
+CHUNK = 256 * 1024
+"""A blob is written and read in pieces of this size (see offload and _read)."""
+READ_AHEAD = 4
+"""Pieces asked for in one round trip when a blob is read: at most this many wait in Redis's output buffer."""
 TTL_S = 7 * 24 * 3600
 """As long as a result is kept (``result_expires`` in workers/app.py): a coordinator that comes back within it
 (``fleet resume``) finds both."""
@@ -59,7 +63,12 @@ class BlobStore:
         pipe = self._client.pipeline(transaction=False)
         for i, art in big:
             key = f"{prefix}{i}"
-            pipe.set(key, art.data(), ex=TTL_S)
+            data = art.data()
+            # In pieces: Redis holds a command's whole argument in its query buffer while it makes the value, so
+            # one SET of N bytes peaked at 2N; appended piece by piece, the peak is the value and one piece.
+            pipe.set(key, data[:CHUNK], ex=TTL_S)
+            for at in range(CHUNK, len(data), CHUNK):
+                pipe.append(key, data[at:at + CHUNK])
             artifacts[i] = art.model_copy(update={"data_b64": "", "blob": key})
         pipe.execute()
         return result.model_copy(update={"artifacts": artifacts})
@@ -73,15 +82,35 @@ class BlobStore:
                 raise MissingBlob(f"{art.name}: the result names a blob of another task ({art.blob!r})")
         if not named:
             return
-        keys = [str(a.blob) for a in named]
-        values: list[bytes | None] = self._client.mget(keys)  # type: ignore[assignment]
-        for art, data in zip(named, values):
+        for art in named:
+            data = self._read(str(art.blob), art.size)
             if not isinstance(data, bytes):
                 raise MissingBlob(f"{art.name}: its bytes are no longer in the result backend (expired or removed)")
             if len(data) != art.size or hashlib.sha256(data).hexdigest() != art.sha256:
                 raise MissingBlob(f"{art.name}: its bytes in the result backend are not what the result says "
                                   f"({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:12]}...)")
             art.hold(data)
+
+    def _read(self, key: str, size: int) -> bytes | None:
+        """A blob's bytes, read in pieces (a reply waits whole in Redis's output buffer: one GET of N bytes was N
+        more at the peak); None when the key is not there. Its length is checked by the caller."""
+        pieces: list[bytes] = []
+        at = 0
+        while True:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.exists(key)
+            for n in range(READ_AHEAD):
+                pipe.getrange(key, at + n * CHUNK, at + (n + 1) * CHUNK - 1)
+            exists, *got = pipe.execute()
+            if not exists:
+                return None
+            for piece in got:
+                pieces.append(piece)
+                at += len(piece)
+                if len(piece) < CHUNK:
+                    return b"".join(pieces)
+            if at > size:  # more than the result says: the caller refuses it, no need to read on
+                return b"".join(pieces)
 
     def forget(self, namespace: str, task_id: str, count: int) -> None:
         """Delete a task's blobs (keys N < count: an artifact's index in its result)."""

@@ -66,8 +66,8 @@ def test_a_sweep_records_a_large_workspace_file_whole_and_leaves_no_blob_behind(
     workers(["alpha"], inv)
     client = redis.Redis.from_url(redis_server.url)
 
-    def mgets() -> int:  # harness/blobs.py reads blobs with MGET; Celery's own reads of a result are GETs
-        return int(client.info("commandstats").get("cmdstat_mget", {}).get("calls", 0))
+    def mgets() -> int:  # harness/blobs.py reads blobs with GETRANGE; Celery's own reads of a result are GETs
+        return int(client.info("commandstats").get("cmdstat_getrange", {}).get("calls", 0))
 
     before = mgets()
     runs = tmp_path / "runs"
