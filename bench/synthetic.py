@@ -71,7 +71,8 @@ def golden_results(sweep: SweepRecord) -> Callable[[Cell, int], AttemptResult]:
     its deliverable; returns what ``write(results=...)`` records for a cell: that attempt, named as the cell's."""
     goldens = [_golden(folder) for folder, _ in GOLDEN]
     turns = [g for g, (_, n) in zip(goldens, GOLDEN) for _ in range(n)]
-    of_item = {item_id: turns[i % len(turns)] for i, item_id in enumerate(sweep.items)}
+    # Item i takes turn 3i mod 20: the turns are spread, so even ten items have every kind of attempt.
+    of_item = {item_id: turns[i * 3 % len(turns)] for i, item_id in enumerate(sweep.items)}
     sweep.items = {i: it.model_copy(update={"deliverable": of_item[i].deliverable}) for i, it in sweep.items.items()}
 
     def result(cell: Cell, n: int) -> AttemptResult:
