@@ -119,12 +119,10 @@ def _batches(results: Iterable[tuple[list[Graded], FleetError | None]], batch: i
     pending: list[Graded] = []
     for graded, error in results:
         pending.extend(graded)
+        while len(pending) >= batch or (error is not None and pending):
+            yield pending[:batch]
+            pending = pending[batch:]
         if error is not None:
-            if pending:
-                yield pending
             raise error
-        if len(pending) >= batch:
-            yield pending
-            pending = []
     if pending:
         yield pending
