@@ -6,7 +6,7 @@ figures of those that can in ``bench/results.json`` (``--json``), and ends with 
 and wall time. Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
 figure, and copy the figures into the README.
 
-    python -m bench                 # everything (about 10 minutes on the 2-core development machine)
+    python -m bench                 # everything (about 15 minutes on the 2-core development machine)
     python -m bench --only ssh,gap  # some of them
     python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
 """
@@ -31,6 +31,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "many_files": ("bench_many_files.py", ["--json", "{json}"], ["--sizes", "1000", "--baseline-max", "1000"]),
     "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),
     "dashboard": ("bench_dashboard.py", ["--json", "{json}"], ["--cells", "1000", "--sweeps", "100", "--repeat", "2"]),
+    "commands": ("bench_commands.py", ["--json", "{json}"], ["--sizes", "1000", "--repeat", "1"]),
 }
 
 

@@ -14,7 +14,8 @@ and grades it. Then, each the median of --repeat runs:
 - floor of grade: the grading work alone, in this process (every attempt's evidence read from its folder and
   graded, nothing written), measured once.
 
-Run: .venv/bin/python bench/bench_commands.py [--sizes 1000,10000] [--repeat 3] [--json bench/results.json]
+Run: .venv/bin/python bench/bench_commands.py [--sizes 1000,10000] [--repeat 3] [--keep DIR] [--harness CHECKOUT]
+     [--json bench/results.json]
 """
 
 from __future__ import annotations
@@ -51,11 +52,15 @@ def fleet_argv() -> list[str]:
     return [str(beside)] if beside.is_file() else [sys.executable, "-m", "harness.cli"]
 
 
+HARNESS = REPO
+"""The checkout whose commands are timed (--harness: another one, e.g. main's, for a before figure)."""
+
+
 def env() -> dict[str, str]:
-    """No FLEET_* settings of the caller; this checkout's harness first on the path (the console script of an
+    """No FLEET_* settings of the caller; the timed checkout's harness first on the path (the console script of an
     editable install would import another checkout's otherwise); a plain 80-column width, as in a log."""
     out = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_") and k not in ("COLUMNS", "LINES")}
-    out["PYTHONPATH"] = str(REPO) + (os.pathsep + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
+    out["PYTHONPATH"] = str(HARNESS) + (os.pathsep + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
     out["COLUMNS"] = "80"
     return out
 
@@ -94,14 +99,17 @@ def measure(root: Path, cells: int, repeat: int) -> dict[str, float | str | dict
     sid = f"20261204-000000-big{cells}"
     sweep = plan(sid, "nightly", "2026-12-04T00:00:00+00:00", HOSTS, max(1, cells // (HOSTS * AGENTS)), AGENTS)
     t = time.perf_counter()
-    write(store, sweep, results=golden_results(sweep))
-    os.sync()  # what was written is on the disk before anything is timed
-    built = time.perf_counter() - t
+    if (store.sweep_dir(sid) / "sweep.json").is_file():
+        built = 0.0  # kept from an earlier run (--keep): the same sweep, already written and graded
+    else:
+        write(store, sweep, results=golden_results(sweep))
+        os.sync()  # what was written is on the disk before anything is timed
+        built = time.perf_counter() - t
     grades = Counter(a.grade for runs in store.load_sweep(sid).attempts.values() for a in runs)
     du = sum(p.stat().st_size for p in store.sweep_dir(sid).rglob("*") if p.is_file())
     runs = ["--runs", str(store.root)]
     out_dir = root / f"out-{cells}"
-    out_dir.mkdir()
+    out_dir.mkdir(exist_ok=True)
     load_s, _ = run([sys.executable, "-c", "import sys; from harness.store import Store; "
                      "Store(sys.argv[1]).load_sweep(sys.argv[2])", str(store.root), sid], repeat, out_dir, "load")
     status_s, status = run([*fleet_argv(), "status", sid, *runs], repeat, out_dir, "status")
@@ -127,8 +135,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each command (the median is shown)")
     ap.add_argument("--keep", default="", help="build the results folders here and keep them (default: a temporary "
                     "folder under /tmp, removed at the end)")
+    ap.add_argument("--harness", default="", help="time the commands of the harness in this checkout (e.g. main's, "
+                    "for a before figure; the floors stay this checkout's)")
     ap.add_argument("--json", default="", help="record the figures in this JSON file (key 'commands')")
     args = ap.parse_args()
+    global HARNESS
+    if args.harness:
+        HARNESS = Path(args.harness).resolve()
+        assert (HARNESS / "harness" / "cli.py").is_file(), f"{HARNESS}: not a checkout of the harness"
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-commands-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -137,7 +151,7 @@ def main() -> None:
             r = measure(base, cells, args.repeat)
             rows.append(r)
             print(f"{cells:,} cells ({r['folder_mb']:.0f} MB; written and graded in {r['build_s']:.0f} s; "
-                  f"grades {r['grades']}); load average {os.getloadavg()[0]:.2f}", flush=True)
+                  f"grades {r['grades']}); commands of {HARNESS}; load average {os.getloadavg()[0]:.2f}", flush=True)
             print(f"  floor: Store.load_sweep alone, fresh process     {r['load_s']:7.2f} s")
             print(f"  fleet status                                     {r['status_s']:7.2f} s   "
                   f"({r['status_lines']:.0f} lines, {r['status_stdout_kb']:.0f} kB)")
@@ -158,7 +172,8 @@ def main() -> None:
     if args.json:
         path = Path(args.json)
         data = json.loads(path.read_text()) if path.is_file() else {}
-        data["commands"] = {"rows": rows, "loadavg": list(os.getloadavg()), "measured_at": utc_now()}
+        data["commands"] = {"rows": rows, "harness": str(HARNESS), "loadavg": list(os.getloadavg()),
+                            "measured_at": utc_now()}
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 
