@@ -158,3 +158,31 @@ def test_attempt_dir_follows_a_link_under_the_sweep_and_refuses_one_that_leads_o
     os.symlink(tmp_path / "outside", top / "host1")
     with pytest.raises(UnsafeStoredPath, match="leads outside the sweep's folder"):
         store.attempt_dir(SWEEP, sweep.cells[1].id, 1)
+
+
+def test_fleet_grade_of_a_large_sweep_grades_in_workers_and_says_a_workers_error_in_one_line(tmp_path: Path) -> None:
+    from harness.regrade import PARALLEL_FROM
+    from tests.support import assert_one_line_error, run_fleet
+
+    runs = tmp_path / "runs"
+    store, sweep = _build(runs, hosts=4, items=6, reps=10)
+    assert len(sweep.cells) >= PARALLEL_FROM  # the command grades in worker processes
+    proc = run_fleet("grade", SWEEP, "--runs", str(runs), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [f"regraded {len(sweep.cells)} attempt(s)"]
+    assert all(len(g) == 2 for g in _grades(store, SWEEP).values())
+    # A record file that is a link, found by a worker: the same one line (and exit status) as in one process, and
+    # the grades of the attempts before it are recorded.
+    bad = 150
+    link = store.attempt_dir(SWEEP, sweep.cells[bad].id, 1) / "receipt.json"
+    os.symlink(tmp_path / "elsewhere.json", link)
+    proc = run_fleet("grade", SWEEP, "--runs", str(runs), cwd=tmp_path)
+    assert_one_line_error(proc, f"{sweep.cells[bad].id}", "receipt.json is a symbolic link")
+    lines = [len(g) for g in _grades_unchecked(store, sweep)]
+    assert lines == [3] * bad + [2] * (len(sweep.cells) - bad), lines
+
+
+def _grades_unchecked(store: Store, sweep: SweepRecord) -> list[list[str]]:
+    """Each attempt's grades.jsonl lines, read without ``attempt_dir``'s checks (one of the folders is refused)."""
+    top = store.sweep_dir(sweep.id)
+    return [(top / c.id / "attempt-1" / "grades.jsonl").read_text().splitlines() for c in sweep.cells]
