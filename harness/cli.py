@@ -259,7 +259,8 @@ def _finish(sweep, store, as_json: bool) -> None:
                    "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    console.print(matrix_table(sweep, live))
+    # Not a terminal: the console is 100,000 columns wide (_console), no line of the table is ever folded.
+    console.print(matrix_table(sweep, live, whole_lines=not sys.stdout.isatty()))
     console.print(f"sweep {sweep.id}: {sweep.status}, results in {path}")
 
 
