@@ -81,20 +81,25 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
     if not graded:
         return
     temps: list[tuple[str, Path]] = []
+    systems: dict[int, Path] = {}  # one folder of each file system the batch writes on (a mount inside a sweep)
+    at = graded[0][0] / "grade.json"  # the file being written, for the error
     try:
         try:
             for folder, grade in graded:
+                at = folder / "grade.json"
                 fd, tmp = tempfile.mkstemp(dir=folder, prefix=".fleet-", suffix=".tmp")
                 temps.append((tmp, folder / "grade.json"))
                 with os.fdopen(fd, "wb") as f:
                     f.write(grade.model_dump_json(indent=2).encode())
-            flush_file_system(graded[0][0])
+                    systems.setdefault(os.fstat(f.fileno()).st_dev, folder)
+            for folder in systems.values():
+                flush_file_system(folder)
             while temps:
+                at = temps[0][1]
                 os.replace(*temps[0])
                 temps.pop(0)
         except OSError as exc:
-            where = temps[0][1] if temps else graded[0][0] / "grade.json"
-            raise StoreError(f"cannot write {where}: {exc.strerror or exc}") from exc
+            raise StoreError(f"cannot write {at}: {exc.strerror or exc}") from exc
     finally:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
@@ -104,7 +109,8 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
                 f.write((grade.model_dump_json() + "\n").encode())
         except OSError as exc:
             raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
-    flush_file_system(graded[0][0])
+    for folder in systems.values():
+        flush_file_system(folder)
 
 
 def flush_file_system(path: Path) -> None:

@@ -186,3 +186,31 @@ def _grades_unchecked(store: Store, sweep: SweepRecord) -> list[list[str]]:
     """Each attempt's grades.jsonl lines, read without ``attempt_dir``'s checks (one of the folders is refused)."""
     top = store.sweep_dir(sweep.id)
     return [(top / c.id / "attempt-1" / "grades.jsonl").read_text().splitlines() for c in sweep.cells]
+
+
+def test_a_rename_the_disk_refuses_leaves_no_temporary_file_and_says_which_grade_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from harness.diskfull import is_disk_full
+    from harness.grading import Grade
+
+    folders = []
+    for n in range(5):
+        (folder := tmp_path / f"a{n}").mkdir()
+        (folder / "grade.json").write_text("old")
+        folders.append(folder)
+    real_replace, calls = os.replace, []
+
+    def replace(src: str, dst: Path) -> None:
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(StoreError, match=f"cannot write {folders[2] / 'grade.json'}: No space left") as caught:
+        store_module.write_grade_files_batch([(f, Grade(grade="DELIVERED", outcome="none")) for f in folders])
+    assert is_disk_full(caught.value)  # a full disk is still recognised as one (the sweep's one line)
+    assert [(f / "grade.json").read_text() != "old" for f in folders] == [True, True, False, False, False]
+    assert not list(tmp_path.rglob(".fleet-*.tmp")) and not list(tmp_path.rglob("grades.jsonl"))
