@@ -31,6 +31,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "many_files": ("bench_many_files.py", ["--json", "{json}"], ["--sizes", "1000", "--baseline-max", "1000"]),
     "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),
     "dashboard": ("bench_dashboard.py", ["--json", "{json}"], ["--cells", "1000", "--sweeps", "100", "--repeat", "2"]),
+    "startup": ("bench_startup.py", ["--runs", "15", "--json", "{json}"], ["--runs", "5"]),
     "commands": ("bench_commands.py", ["--json", "{json}"], ["--sizes", "1000", "--repeat", "1"]),
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import RedisServer  # noqa: E402
 
 INVENTORY = """schema_version = 1
@@ -37,7 +38,7 @@ def fleet(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env, capture_output=True, text=True)
 
 
-def run(mode: str, cells: int, slots: int, tmp: Path, env: dict[str, str]) -> dict:
+def sweep(mode: str, cells: int, slots: int, tmp: Path, env: dict[str, str], repeat: int) -> float:
     inv = tmp / f"{mode}.toml"
     inv.write_text(INVENTORY.format(work=tmp / f"work-{mode}", slots=slots))
     prompts = tmp / "prompts"
@@ -48,18 +49,32 @@ def run(mode: str, cells: int, slots: int, tmp: Path, env: dict[str, str]) -> di
             (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
             (d / "prompt.md").write_text("do nothing\n")
     t0 = time.perf_counter()
-    r = fleet(["sweep", "-i", str(inv), "--prompts", str(prompts), "--runs", str(tmp / f"runs-{mode}"), "--json"], env)
+    r = fleet(["sweep", "-i", str(inv), "--prompts", str(prompts), "--runs", str(tmp / f"runs-{mode}-{repeat}"),
+               "--repeat", str(repeat), "--json"], env)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{mode}: {r.stderr[-2000:]}")
     done = sum(1 for c in json.loads(r.stdout)["cells"] if c["status"] == "finished")
-    return {"mode": mode, "cells": done, "wall_s": wall, "per_s": done / wall, "overhead_s": wall * slots / done}
+    if done != cells * repeat:
+        raise SystemExit(f"{mode}: {done} of {cells * repeat} cells finished")
+    return wall
+
+
+def run(mode: str, cells: int, slots: int, tmp: Path, env: dict[str, str]) -> dict:
+    """N cells and 2N cells (--repeat 2): the difference is what N attempts cost, without what a sweep costs once
+    (the command's start, planning, the report); that is given apart."""
+    one = sweep(mode, cells, slots, tmp, env, 1)
+    two = sweep(mode, cells, slots, tmp, env, 2)
+    per_slot = (two - one) * slots / cells
+    return {"mode": mode, "cells": cells, "wall_s": one, "wall_2n_s": two, "per_s": cells / one,
+            "overhead_s": one * slots / cells, "per_attempt_per_slot_s": per_slot, "fixed_s": one - per_slot * cells / slots}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", type=int, default=40)
     ap.add_argument("--slots", type=int, default=2)
+    ap.add_argument("--json", dest="json_path", default=None)
     args = ap.parse_args()
     base = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     base["PYTHONPATH"] = str(REPO)
@@ -81,8 +96,16 @@ def main() -> None:
             worker.wait(30)
             redis.stop()
     for r in results:
-        print(f"{r['mode']:>8}: {r['cells']} attempts in {r['wall_s']:.1f} s, {r['per_s']:.2f}/s, "
-              f"harness overhead {r['overhead_s']:.2f} s per attempt per slot")
+        print(f"{r['mode']:>8}: {r['cells']} attempts in {r['wall_s']:.1f} s ({r['cells'] * 2} in {r['wall_2n_s']:.1f} s), "
+              f"{r['per_attempt_per_slot_s']:.2f} s per attempt per slot, {r['fixed_s']:.1f} s once per sweep "
+              f"(load average {os.getloadavg()[0]:.1f})")
+    if args.json_path:
+        path = Path(args.json_path)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data["dispatch"] = {"cells": args.cells, "slots": args.slots,
+                            "runs": [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in results],
+                            "load_average": os.getloadavg()[0], "measured_at": utc_now()}
+        path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":

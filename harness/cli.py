@@ -4,27 +4,71 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
-from rich.console import Console
 
 from harness.errors import FleetError, SweepInterrupted, UsageError, one_line
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from harness.coordinator import Coordinator
     from harness.records import Cell, SweepRecord
     from harness.settings import Settings
     from harness.store import Store
 
-def _console(stderr: bool) -> Console:
+def _console(stderr: bool) -> "Console":
     """A console that wraps only on a terminal: a log or a pipe gets each line whole, however long (rich would
     wrap at 80 columns there, and a grep for a cell id or a path would miss half of it)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     wide = None if stream.isatty() else 100_000
     return Console(stderr=stderr, highlight=False, width=wide)
+
+
+_EMOJI_CODE = re.compile(r":\S*?:")
+"""What rich would look up as an emoji name (``:smile:``) in a printed string, even with markup off."""
+
+
+def _plain_line(objects: tuple[Any, ...], options: dict[str, Any]) -> str | None:
+    """The text of a ``print(text, markup=False, soft_wrap=True)`` that rich would write unchanged, else None: one
+    string of printable ASCII (no tab, newline or control character, no wide character) with no emoji code."""
+    if len(objects) != 1 or not isinstance(objects[0], str) or options != {"markup": False, "soft_wrap": True}:
+        return None
+    text = objects[0]
+    if not (text.isascii() and text.isprintable()) or _EMOJI_CODE.search(text):
+        return None
+    return text
+
+
+class _LazyConsole:
+    """The console of one stream, made on its first use: importing rich is a fifth of `fleet --version`'s start,
+    and a command that prints through click (replay, --version, the JSON outputs) never needs it."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: "Console | None" = None
+
+    def get(self) -> "Console":
+        if self._console is None:
+            self._console = _console(self._stderr)
+        return self._console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        text = _plain_line(objects, options)
+        if text is not None and "rich" not in sys.modules:
+            # A line rich would write as it is, and no rich in this process (so no live display to draw around):
+            # written here, which spares a one-session `fleet import` or an error line the 20 ms of importing rich.
+            stream = sys.stderr if self._stderr else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+            return
+        self.get().print(*objects, **options)
 
 
 CLI_JSON_SCHEMA_VERSION = 1
@@ -32,8 +76,8 @@ CLI_JSON_SCHEMA_VERSION = 1
 settings); the records it prints whole (compare, sweeps, show, overrides, replay lines) carry their own. Keys are
 only ever added; a change of meaning gets a new version."""
 
-console = _console(stderr=False)
-err_console = _console(stderr=True)
+console = _LazyConsole(stderr=False)
+err_console = _LazyConsole(stderr=True)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -164,7 +208,7 @@ def _coordinate(settings: "Settings", verb: Callable[["Coordinator"], "SweepReco
         # Before anything is planned or stored: one line within 5 s (each).
         check_queue_urls(settings.broker_url, settings.result_backend)
     store = Store(settings.runs)
-    prog = SweepProgress(err_console if as_json else console)
+    prog = SweepProgress((err_console if as_json else console).get())
     started = False
 
     def on_start(sweep: "SweepRecord") -> None:

@@ -194,11 +194,15 @@ class Dispatcher:
             self._waiting[cell.host].appendleft((cell, attempt))
 
     def _dispatch_free_slots(self) -> None:
-        for host, queue in self._waiting.items():
-            slots = self.inventory.hosts[host].slots
-            while queue and self._per_host[host] < slots:
-                cell, attempt = queue.popleft()
-                self._send(cell, attempt)
+        for host in self._waiting:
+            self._dispatch_host(host)
+
+    def _dispatch_host(self, host: str) -> None:
+        queue = self._waiting.get(host)
+        slots = self.inventory.hosts[host].slots
+        while queue and self._per_host[host] < slots:
+            cell, attempt = queue.popleft()
+            self._send(cell, attempt)
 
     def _watch_workers(self) -> None:
         """Hand the watch the hosts whose attempts wait on their queue unstarted; give up on those it returns."""
@@ -312,10 +316,13 @@ class Dispatcher:
                 raise
             except Exception as exc:
                 raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
+            # The host is free: its next attempt goes out first, and runs while this one is recorded (the files
+            # written and synced, the grade), so the host does not wait on this process between two agents.
+            self._per_host[f.cell.host] -= 1
+            self._dispatch_host(f.cell.host)
             self._record(f.cell, result)
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
-            self._per_host[f.cell.host] -= 1
             forget_result(f.async_result)
             progressed = True
         return progressed

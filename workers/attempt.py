@@ -17,6 +17,7 @@ retried. This function never raises for an ``InfrastructureError``: a failure is
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -37,6 +38,12 @@ from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import ShellResult, Transport
 
 __all__ = ["Timing", "run_attempt", "abort_running", "AttemptAborted", "LAUNCHER_SOURCE"]
+
+PACK_TIMEOUT_S = 300.0
+"""How long packing the attempt folder on the host may take (a large workspace, a slow disk)."""
+REAP_ALLOWANCE_S = 60.0
+"""Added to the start's bound: the launcher's start first ends what earlier deliveries left, giving each earlier
+supervisor its TERM grace (workers/launcher.py TERM_GRACE) to end its own tree."""
 
 LAUNCHER_SOURCE = (Path(__file__).parent / "launcher.py").read_bytes()
 """Sent on stdin with every launcher request: the host never runs a launcher file the agent could rewrite."""
@@ -122,22 +129,36 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
-def poll_script(delivery: str, beat: str, looks: int, launcher_pid: int) -> str:
-    """One poll on the host: write the heartbeat, then look for exit.json every 50 ms, ``looks`` times at most,
-    while the launcher lives; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+POLL_TICK_S = 0.01
+"""The host-side wait counts in these: the first looks for exit.json come every tick, the later ones every five."""
 
-    A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead of 50 ms: that look counts
-    as 20, so the window stays ``looks`` x 50 ms. Counted as one, a 2 s window took 40 s: past the poll's own
-    30 s + window timeout (the attempt was lost), and far past the heartbeats the launcher waits for."""
+
+def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, target: str = "exit.json") -> str:
+    """One poll on the host: write the heartbeat, then look for exit.json while the launcher lives, for up to
+    ``window_s``: every 10 ms for the first 0.1 s (an agent that ends soon after the poll began is seen at once),
+    then every 50 ms; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+
+    A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead: that look counts as 1 s, so
+    the window stays ``window_s``. Counted as one look, a 2 s window took 40 s: past the poll's own 30 s + window
+    timeout (the attempt was lost), and far past the heartbeats the launcher waits for."""
+    ticks = int(window_s / POLL_TICK_S)
+    beat_part = (f"printf %s {beat} > heartbeat.tmp && mv -f heartbeat.tmp heartbeat; " if target == "exit.json"
+                 else "")  # once the agent ended, no heartbeat is looked at
+    # An exit record that says the supervisor is packing: wait for packed.json too (up to 2 s more), and print it on
+    # the next line, so the end of a short attempt costs one round trip, not two.
+    then_packed = (f"if grep -q '\"packing\": true' exit.json 2>/dev/null; then m=0; while [ ! -e packed.json ] && "
+                   f"[ $m -lt 200 ] && kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.01 2>/dev/null; then m=$((m+1)); "
+                   f"else sleep 1; m=$((m+100)); fi; done; [ -e packed.json ] && {{ echo; cat packed.json; }}; fi; true"
+                   if target == "exit.json" else "true")
     return (
-        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; printf %s {beat} > heartbeat.tmp && "
-        f"mv -f heartbeat.tmp heartbeat; n=0; while [ ! -e exit.json ] && [ $n -lt {looks} ] && "
-        f"kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.05 2>/dev/null; then n=$((n+1)); "
-        f"else sleep 1; n=$((n+20)); fi; done; "
-        f"cat exit.json 2>/dev/null || "
-        f"{{ if kill -0 {launcher_pid} 2>/dev/null; then "
+        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; {beat_part}"
+        f"n=0; while [ ! -e {target} ] && [ $n -lt {ticks} ] && "
+        f"kill -0 {launcher_pid} 2>/dev/null; do if [ $n -lt 10 ]; then s=0.01; k=1; else s=0.05; k=5; fi; "
+        f"if sleep $s 2>/dev/null; then n=$((n+k)); else sleep 1; n=$((n+100)); fi; done; "
+        f"if cat {target} 2>/dev/null; then {then_packed}; "
+        f"elif kill -0 {launcher_pid} 2>/dev/null; then "
         f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
-        f"else cat exit.json 2>/dev/null || echo GONE; fi; }}"
+        f"elif cat {target} 2>/dev/null; then {then_packed}; else echo GONE; fi"
     )
 
 
@@ -175,6 +196,11 @@ class _Attempt:
             started_at=utc_now(),
         )
         self.paths: AttemptPaths | None = None
+        self.root = ""
+        self.look_for: str | None = None
+        """The agent's program, when the launcher's start is to look for it (an agent without a version command)."""
+        self.files: dict[str, bytes] = {}
+        """What the launcher's start writes into the fresh attempt folder: the prompt and the adapter's files."""
         self.aborted = ""
         """Set by abort_running(): the wait loop stops and the agent is killed."""
         self.pgid: int | None = None
@@ -201,6 +227,9 @@ class _Attempt:
         """The launcher's signed exit record (verified), once the agent ended."""
         self.refused: list[str] = []
         """Tar member names refused because they point outside the folder they were read into."""
+        self.packed = False
+        self.pack_answered = False
+        """The supervisor packed the attempt folder when the agent ended (its signed packed.json said so)."""
 
     # -- stages ------------------------------------------------------------------------------------
     def stage(self) -> None:
@@ -223,42 +252,20 @@ class _Attempt:
         self.paths = p = AttemptPaths(root)
         self.fleet = f"{workdir.rstrip('/')}/.fleet"
         self.result.workspace = p.workspace
-        # Before the folder is made afresh: an earlier delivery of this attempt (a redelivery), an earlier holder
-        # of this slot, or an agent nobody supervises any more must not run on beside this one.
-        reaped = self.call_launcher("reap", {"entry": self.entry()}, timeout=120)
-        if not reaped.ok:
-            raise AgentNotStarted(f"cannot end what earlier attempts left running: {reaped.tail()}",
-                                  host=self.req.host.name)
-        # A fresh folder per attempt: whatever an earlier delivery of this task left is removed.
-        # uname and the Python version once per worker and host (a Python start is 20-150 ms); disk free each time.
-        facts_key = f"facts {self.py}"
-        known = facts_key in memo
-        facts = "" if known else f"uname -srm; {_q(self.py)} -c 'import sys; print(sys.version.split()[0])'; "
-        r = self.t.shell(
-            f"set -e; rm -rf {_q(root)}; mkdir -p {_q(p.workspace)} {_q(p.fleet)}; {facts}"
-            f"df -Pk {_q(root)} | tail -n 1",
-            timeout=60,
-        )
-        if not r.ok:
-            raise AgentNotStarted(f"cannot prepare {root}: {r.tail()}", host=self.req.host.name)
-        lines = r.stdout.strip().splitlines()
-        if not known and len(lines) >= 3:
-            memo[facts_key] = json.dumps([lines[0], lines[1]])
-        if facts_key in memo and lines:
-            uname, python = json.loads(memo[facts_key])
-            df = lines[-1].split()
-            self.result.host_facts = {
-                "uname": uname,
-                "python": python,
-                "disk_free_mb": str(int(df[3]) // 1024) if len(df) > 3 and df[3].isdigit() else "",
-            }
+        self.root = root
         self.adapter.at_home(home)
         if self.adapter.needs_harness:
             from workers.install import ensure_harness, source_release
 
             self.adapter.harness_python = ensure_harness(self.t, self.req.host)
             self.result.host_facts["harness_release"] = source_release().id
-        self.probe_agent()
+        program = self.adapter.program()
+        if self.adapter.version_argv() or (program and "/" in program and not program.startswith("/")):
+            self.probe_agent()
+        else:
+            # Nothing to ask but whether it is there: the launcher's start looks for it first (agent_missing before
+            # anything runs), instead of a command of its own.
+            self.look_for = program
         argv = self.adapter.argv(self.req.host, self.req.item, p)
         self.result.agent_command = argv
         env: dict[str, str] = self.adapter.env(self.req.host, p)
@@ -273,10 +280,11 @@ class _Attempt:
         self.launch = launch
         # What is kept of the launch: environment names only, since values may be API keys.
         self.launch_record = {**launch, "env": {k: "***" for k in env}}
-        # The prompt travels as a file, byte for byte: it is never part of a command line.
-        self.t.put(p.prompt_file, self.req.prompt.encode("utf-8"))
+        # The prompt travels as a file, byte for byte: it is never part of a command line. It and the adapter's
+        # files are written by the launcher's start (start()), in the folder it has just made afresh.
+        self.files = {p.prompt_file: self.req.prompt.encode("utf-8")}
         for rel, data in self.adapter.files(self.req.host, self.req.item, p).items():
-            self.t.put(f"{root}/{rel}", data)
+            self.files[f"{root}/{rel}"] = data
 
     def probe_agent(self) -> None:
         """The agent's program must be on the host (else ``agent_missing``, before anything runs); its version
@@ -308,25 +316,62 @@ class _Attempt:
         body = {"source": LAUNCHER_SOURCE.decode("utf-8"), "verb": verb, "fleet": self.fleet, "token": self.token,
                 **request}
         # The token in argv lets a later delivery tell this launcher's process from any other (launcher_alive).
-        script = f"cd / && exec {_q(self.py)} -c {_q(launcher.BOOT)} {verb} {self.token}"
+        # -S: the launcher imports only the standard library, and the site module is a third of a Python start.
+        # The interpreter the host's python named, once a start said which (a pyenv or asdf shim is a shell script
+        # that costs 0.1 s and more on every start, before Python itself starts).
+        python = self.t.memo.get(f"executable {self.py}") or self.py
+        script = f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
         return self.t.shell(script, timeout=timeout, stdin=(json.dumps(body) + "\n").encode("utf-8"))
 
     def start(self) -> None:
+        """One launcher call, one Python start on the host: it ends what earlier deliveries left that this one
+        replaces (an earlier delivery of this attempt, an earlier holder of this slot, an agent nobody supervises
+        any more must not run on beside this one), makes the attempt folder afresh (whatever an earlier delivery
+        left is removed), writes the prompt and the adapter's files, says the host's facts, and starts the agent."""
         p = self.paths
         assert p is not None
+        prepare = {"root": self.root, "dirs": [p.workspace, p.fleet],
+                   "files": {path: base64.b64encode(data).decode("ascii") for path, data in self.files.items()},
+                   "program": self.look_for, "path": self.launch["env"].get("PATH")}
         request = {"key": self.key, "marker": self.marker, "spec": self.launch, "entry": self.entry(),
-                   "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s}
+                   "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s,
+                   "prepare": prepare, "pack": {"root": p.root, "outputs": self.outputs()}}
+        # The bound covers the reap too: an earlier supervisor is given its TERM grace to end its own tree.
+        bound = self.timing.start_timeout_s + REAP_ALLOWANCE_S
         try:
-            r = self.call_launcher("run", request, timeout=self.timing.start_timeout_s)
+            r = self.call_launcher("run", request, timeout=bound)
         except HostLost as exc:
-            raise AgentNotStarted(f"timeout before the agent started ({self.timing.start_timeout_s:.0f} s): {exc}",
+            raise AgentNotStarted(f"timeout before the agent started ({bound:.0f} s): {exc}",
                                   host=self.req.host.name) from exc
-        answer: dict = {}
-        lines = r.stdout.strip().splitlines()
-        try:
-            answer = json.loads(lines[-1]) if lines else {}
-        except ValueError:
-            answer = {}
+        answers: list[dict] = []
+        for line in r.stdout.strip().splitlines():
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                answers.append(parsed)
+        answer = answers[-1] if answers else {}
+        if "agent_missing" in answer:
+            raise AgentMissing(f"agent {self.adapter.name!r}: {self.look_for} is not installed (not found on PATH)",
+                               host=self.req.host.name)
+        if "reap_error" in answer:
+            raise AgentNotStarted(f"cannot end what earlier attempts left running: {answer['reap_error']}",
+                                  host=self.req.host.name)
+        if "prepare_error" in answer:
+            raise AgentNotStarted(f"cannot prepare {self.root}: {answer['prepare_error']}", host=self.req.host.name)
+        prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
+        executable = prepared.get("executable") if prepared is not None else None
+        if isinstance(executable, str) and executable.startswith("/") and "\n" not in executable:
+            self.t.memo[f"executable {self.py}"] = executable
+        if prepared is not None:
+            self.result.host_facts = {
+                "uname": str(prepared.get("uname", "")),
+                "python": str(prepared.get("python", "")),
+                "disk_free_mb": str(prepared["disk_free_mb"]) if isinstance(prepared.get("disk_free_mb"), int) else "",
+                **({"harness_release": self.result.host_facts["harness_release"]}
+                   if "harness_release" in self.result.host_facts else {}),
+            }
         if "start_error" in answer:
             raise AgentNotStarted(f"agent command could not start: {answer['start_error']}", host=self.req.host.name)
         started = answer.get("started")
@@ -359,14 +404,14 @@ class _Attempt:
                 raise AttemptAborted(self.aborted)
             self.beats += 1
             beat = _q(launcher.heartbeat_line(self.key, self.token, self.beats))
-            # The host waits, not the worker: up to ``window`` seconds it looks for exit.json every 50 ms (and
+            # The host waits, not the worker: up to ``window`` seconds it looks for exit.json every 10-50 ms (and
             # stops looking when the launcher is gone), so an agent's end is seen within 50 ms and a round trip,
             # not after the rest of a sleep of up to 2 s (the gap between one agent and the next on a host).
             window = max(0.0, min(delay, deadline - time.monotonic()))
-            looks = int(window / 0.05)
+            looks = int(window / POLL_TICK_S)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
-            out = self.t.shell(poll_script(d, beat, looks, launcher_pid), timeout=30 + window).stdout.strip()
+            out = self.t.shell(poll_script(d, beat, window, launcher_pid), timeout=30 + window).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
                 raise SupervisionLost("the launcher on the host was stopped (SIGSTOP) while the agent ran: the run was "
@@ -377,12 +422,16 @@ class _Attempt:
                                       "run was not observed to its end and its agent was stopped",
                                       host=self.req.host.name)
             if out:
+                # exit.json's one line, then packed.json's when the supervisor packed within the poll.
+                first, _, rest = out.partition("\n")
                 try:
-                    record = json.loads(out)
+                    record = json.loads(first)
                 except ValueError:
                     record = None
                 if launcher.verify(self.key, record, self.token):
                     assert isinstance(record, dict)
+                    if rest.strip():
+                        self._packed_record(rest.strip())
                     return record
                 if out not in self.forged:
                     self.forged.append(out[:2000])
@@ -426,18 +475,64 @@ class _Attempt:
             results.append(res.model_dump(mode="json"))
         self.checks_json = json.dumps(results, indent=2).encode()
 
+    def outputs(self) -> list[str]:
+        """What pack puts beside the workspace, relative to the attempt folder: the answer file first, then the
+        adapter's session files and state folders."""
+        p = self.paths
+        assert p is not None
+        answer_rel = _under(p.root, p.answer_file)
+        return [answer_rel, *(rel for rel in self.adapter.collect() if rel != answer_rel)]
+
+    def await_pack(self) -> None:
+        """When the supervisor packs (its exit record says ``packing``), wait for its signed packed.json, as the wait
+        loop waits for exit.json, before checks run in the workspace or the tarballs are read. A supervisor that
+        ended without it, or says its pack failed, leaves the pack to collect()."""
+        if not self.exit_record.get("packing") or not self.started or self.pack_answered:
+            return
+        d = _q(self.delivery)
+        launcher_pid = int(self.started.get("launcher_pid") or 0)
+        end = time.monotonic() + PACK_TIMEOUT_S
+        while time.monotonic() < end:
+            if self.aborted:
+                raise AttemptAborted(self.aborted)
+            window = max(0.0, min(self.timing.poll_max_s, end - time.monotonic()))
+            out = self.t.shell(poll_script(d, "''", window, launcher_pid, target="packed.json"),
+                               timeout=30 + window).stdout.strip()
+            if out in ("GONE", "STOPPED"):
+                return
+            if out and self._packed_record(out):
+                return
+        raise InfrastructureError(f"packing the workspace failed: the supervisor did not end its pack within "
+                                  f"{PACK_TIMEOUT_S:.0f} s", host=self.req.host.name)
+
+    def _packed_record(self, out: str) -> bool:
+        """Take packed.json's text if the supervisor signed it; a record with a wrong signature is kept as evidence."""
+        try:
+            record = json.loads(out)
+        except ValueError:
+            record = None
+        if launcher.verify(self.key, record, self.token):
+            assert isinstance(record, dict)
+            self.pack_answered = True
+            self.packed = record.get("ok") is True
+            return True
+        if out not in self.forged:
+            self.forged.append(out[:2000])
+        return False
+
     def collect(self) -> None:
         p = self.paths
         assert p is not None
         d = self.delivery
         # Everything the agent could have touched is read on the host by the launcher, which never follows a link
         # nor opens a FIFO or a device: an SFTP or local get would read through a symlinked answer.txt (to
-        # /etc/passwd, to /dev/zero) and hang or keep what the link points at.
+        # /etc/passwd, to /dev/zero) and hang or keep what the link points at. The supervisor packed already when
+        # the agent ended by itself (await_pack); else the pack verb does it now.
         answer_rel = _under(p.root, p.answer_file)
-        outputs = [answer_rel, *(rel for rel in self.adapter.collect() if rel != answer_rel)]
-        r = self.call_launcher("pack", {"root": p.root, "outputs": outputs}, timeout=300)
-        if not r.ok:
-            raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        if not self.packed:
+            r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
+            if not r.ok:
+                raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
         arts: list[Artifact] = []
         stdout, stderr = self._stream("agent.stdout"), self._stream("agent.stderr")
         arts.append(Artifact.of("agent.stdout", stdout))
@@ -569,6 +664,7 @@ class _Attempt:
                 res.exit_code = exit_info.get("exit_code")
                 if exit_info.get("signal"):
                     res.error = f"the agent ended by signal {exit_info['signal']}"
+            self.await_pack()
             if self.req.checks:
                 self.run_checks()
             self.collect()

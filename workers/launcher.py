@@ -17,6 +17,11 @@ Verbs (the request's ``verb``):
           a key that came on stdin and lives only in memory, ends the whole agent tree at the item's
           deadline, at the end, when a later delivery supersedes it, and when no signed heartbeat came from
           the worker for ``heartbeat_s``. Prints the signed start record (or the start error) and returns.
+          With ``prepare`` it first does what comes before the agent, in the same Python start: the reap
+          below, the attempt folder made afresh, the prompt and the adapter's files written into it, and the
+          host's facts (uname, Python version, disk free) printed on a line of their own. With ``pack``, the
+          supervisor packs (as the verb below) once the agent's tree ended by itself, after exit.json (which
+          then says ``"packing": true``), and writes a signed ``packed.json`` when done.
 ``kill``  Ends the agent tree of one delivery (the worker's timeout or revoke).
 ``reap``  Before a new attempt: ends what earlier deliveries left running that this one replaces (the same
           cell and attempt delivered again, the same host slot) or that nobody supervises (launcher gone).
@@ -37,18 +42,18 @@ init). Kill: TERM, a grace, KILL, repeated until none is left.
 Files are written to a temporary name and renamed, so the worker never reads half a file.
 """
 
-import base64
+import binascii
 import errno
 import hashlib
 import hmac
 import json
 import os
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tarfile
 import time
 
 AGENT_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
@@ -80,12 +85,16 @@ BOOT = ("import sys,json;m=json.loads(sys.stdin.buffer.readline());g={'__name__'
 
 # -- records ---------------------------------------------------------------------------------------------------
 
-def _write_json(path, data):
+def _write_json(path, data, durable=True):
+    """Written to a temporary name and renamed (a reader never sees half of it). ``durable``: synced to the disk
+    first. A record that dies with the host's processes anyway (the start record, the running entry, what pack
+    writes for the worker to read next) is not: a sync is milliseconds on the path to the agent's start."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -151,9 +160,10 @@ it still gets its exit record and manifest written (else its run would read as a
 def _reserve(here):
     try:
         with open(os.path.join(here, RESERVE), "wb") as f:
-            f.write(b"\0" * RESERVE_BYTES)  # written, not truncated: a sparse file would hold no space
-            f.flush()
-            os.fsync(f.fileno())
+            # Written, not truncated: a sparse file would hold no space. Not synced: the space is charged when the
+            # bytes are written (tmpfs, and ext4's and XFS's delayed allocation reserve it then), and a sync is
+            # milliseconds on the path to the agent's start.
+            f.write(b"\0" * RESERVE_BYTES)
     except OSError:
         pass  # no room even for this: the records below fail as they would have
 
@@ -197,7 +207,9 @@ def _snapshot(marker):
                         has = needle in f.read().split(b"\0")
                 except OSError:
                     pass
-            procs[int(name)] = (int(fields[1]), int(fields[4]), has)
+            # After the command's ")": state, ppid, pgrp, session, tty_nr, ... (fields[4] is the tty: the session
+            # walk never matched when it was read there).
+            procs[int(name)] = (int(fields[1]), int(fields[3]), has)
         return procs
     try:
         out = subprocess.run(["ps", "-axo", "pid=,ppid=,stat="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -260,6 +272,11 @@ def end_tree(marker, sid, roots=(), on_reap=None):
             if on_reap is not None:
                 on_reap(_reap_children())
             members = _members(marker, sid, roots)
+            if not members:
+                # Looked at once more, a moment later: a walk made the instant the agent ended (the supervisor wakes
+                # on its SIGCHLD) was seen to miss a child it had just forked, which then lived on.
+                time.sleep(0.01)
+                members = _members(marker, sid, roots)
             if not members:
                 return signalled
             for pid in members:
@@ -348,8 +365,50 @@ class _Stop(Exception):
     pass
 
 
+def _prepare(req, prep):
+    """What comes before the agent, in the same Python start (each is 10-150 ms on a host): end what earlier
+    deliveries left that this one replaces, make the attempt folder afresh, write the prompt and the adapter's
+    files, and say the host's facts. Returns the facts, or a dict with ``agent_missing``, ``reap_error`` or
+    ``prepare_error``."""
+    program = prep.get("program")
+    # As `command -v` would: a path, or a name looked up on the agent's PATH (the host's when the agent sets none).
+    if program and shutil.which(program, path=prep.get("path") or os.environ.get("PATH") or os.defpath) is None:
+        return {"agent_missing": program}
+    try:
+        reaped = _reap(req)
+    except Exception as exc:  # noqa - any failure here is one line to the worker, never a traceback
+        return {"reap_error": "%s: %s" % (type(exc).__name__, exc)}
+    root = prep["root"]
+    try:
+        # rm -rf: a link in the attempt folder's place is removed, never followed.
+        if os.path.islink(root) or not os.path.isdir(root):
+            if os.path.lexists(root):
+                os.unlink(root)
+        else:
+            shutil.rmtree(root)
+        for folder in prep.get("dirs") or ():
+            os.makedirs(folder, exist_ok=True)
+        for path, data in sorted((prep.get("files") or {}).items()):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(binascii.a2b_base64(data))
+        vfs = os.statvfs(root)
+    except OSError as exc:
+        return {"prepare_error": "%s: %s" % (exc.filename or root, exc.strerror or exc)}
+    u = os.uname()
+    return {"uname": "%s %s %s" % (u.sysname, u.release, u.machine), "python": sys.version.split()[0],
+            "executable": sys.executable or "", "disk_free_mb": vfs.f_bavail * vfs.f_frsize // (1024 * 1024),
+            "reaped": reaped}
+
+
 def run(req):
     fleet, token = req["fleet"], req["token"]
+    prepared = None
+    if req.get("prepare") is not None:
+        prepared = _prepare(req, req["prepare"])
+        if "agent_missing" in prepared or "reap_error" in prepared or "prepare_error" in prepared:
+            sys.stdout.write(json.dumps(prepared) + "\n")
+            return 127
     _makedirs_private(os.path.join(fleet, "deliveries"))
     _makedirs_private(os.path.join(fleet, "running"))
     here = delivery_dir(fleet, token)
@@ -390,8 +449,35 @@ def run(req):
     line = b"".join(chunks).decode(errors="replace").strip()
     if not line:
         line = json.dumps({"start_error": "the supervisor ended before it reported (see launcher.log)"})
+    if prepared is not None:
+        sys.stdout.write(json.dumps({"prepared": prepared}) + "\n")
     sys.stdout.write(line + "\n")
     return 0 if '"started"' in line else 127
+
+
+def _child_waker():
+    """A sleep that a child's end cuts short: the agent's end is seen at once, not up to a whole poll interval
+    later (the host would wait on the harness, between one agent and the next, for nothing). SIGCHLD writes a
+    byte into a pipe (``signal.set_wakeup_fd``), and ``select`` on that pipe is the sleep; a signal that came
+    before the sleep left its byte there already, so none is missed."""
+    try:
+        r, w = os.pipe()
+        for fd in (r, w):
+            os.set_blocking(fd, False)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a handler, so the wakeup fd is written
+        signal.set_wakeup_fd(w)
+    except (OSError, ValueError, AttributeError):
+        return time.sleep
+
+    def nap(seconds):
+        try:
+            select.select([r], [], [], seconds)
+            while os.read(r, 512):
+                pass
+        except (OSError, ValueError):
+            pass
+
+    return nap
 
 
 def _supervise(req, here, report_fd):
@@ -405,6 +491,7 @@ def _supervise(req, here, report_fd):
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    nap = _child_waker()
     env = agent_env(os.environ, spec)
     env[MARKER_VAR] = marker
     out = open(os.path.join(here, "agent.stdout"), "wb")
@@ -424,12 +511,12 @@ def _supervise(req, here, report_fd):
     born = time.monotonic()
     started = sign(key, {"token": token, "pid": agent, "pgid": agent, "sid": agent, "launcher_pid": os.getpid(),
                          "time": time.time()})
-    _write_json(os.path.join(here, "started.json"), started)
+    _write_json(os.path.join(here, "started.json"), started, durable=False)
     entry = dict(req.get("entry") or {})
     entry.update(token=token, launcher_pid=os.getpid(), agent_pid=agent, sid=agent, marker=marker,
                  heartbeat_s=req.get("heartbeat_s"), started=time.time())
     entry_path = _entry_path(req["fleet"], token)
-    _write_json(entry_path, entry)
+    _write_json(entry_path, entry, durable=False)
     report({"started": started})
 
     status = {}
@@ -468,7 +555,7 @@ def _supervise(req, here, report_fd):
             sys.stderr.write("supervisor: ending the agent tree (%s)\n" % ended_by)
             end_tree(marker, agent, [agent, os.getpid()], note)
             break
-        time.sleep(0.2)
+        nap(0.2)
     # The agent may have left children (a dev server, a test watcher, a child that called setsid): end them too.
     end_tree(marker, agent, [agent, os.getpid()], note)
     while "raw" not in status:
@@ -505,10 +592,26 @@ def _supervise(req, here, report_fd):
             record[name] = {"size": os.path.getsize(path), "sha256": _sha256(path)}
         except OSError:
             record[name] = None
+    # The agent's tree is gone: its folder is what it left, and this process packs it now, instead of a Python start
+    # of the worker's pack later. exit.json comes first (the agent's end is seen at once, and its time is its own);
+    # "packing" tells the worker to wait for packed.json before it runs checks or reads the tarballs.
+    to_pack = req.get("pack") if ended_by == "exit" else None
+    if to_pack:
+        record["packing"] = True
     try:
         _with_reserve(here, lambda: _write_json(os.path.join(here, "exit.json"), sign(key, record)))
     except OSError:
-        pass  # the worker removed the folder already (it stopped the agent and collected)
+        to_pack = None  # the worker removed the folder already (it stopped the agent and collected)
+    if to_pack:
+        packed = {"token": token, "ok": False}
+        try:
+            packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+        except Exception as exc:  # noqa - the worker packs again itself; the reason stays in launcher.log
+            sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
+        try:
+            _with_reserve(here, lambda: _write_json(os.path.join(here, "packed.json"), sign(key, packed), durable=False))
+        except OSError:
+            pass
     try:
         os.unlink(entry_path)
     except OSError:
@@ -556,6 +659,11 @@ def _why_end(entry, me):
 
 
 def reap(req):
+    sys.stdout.write(json.dumps({"reaped": _reap(req)}) + "\n")
+    return 0
+
+
+def _reap(req):
     fleet, me = req["fleet"], req.get("entry") or {}
     _makedirs_private(os.path.join(fleet, "running"))
     running = os.path.join(fleet, "running")
@@ -611,8 +719,7 @@ def reap(req):
             continue
         if old and name not in live and name != req.get("token"):
             shutil.rmtree(path, ignore_errors=True)
-    sys.stdout.write(json.dumps({"reaped": report}) + "\n")
-    return 0
+    return report
 
 
 def _sha256(path):
@@ -633,7 +740,7 @@ def _text(name):
 def _named(entry, key, name):
     entry[key] = _text(name)
     if entry[key] != name:
-        entry[key + "_b64"] = base64.b64encode(os.fsencode(name)).decode("ascii")
+        entry[key + "_b64"] = binascii.b2a_base64(os.fsencode(name), newline=False).decode("ascii")
     return entry
 
 
@@ -707,7 +814,7 @@ class _Packer(object):
                     h.update(chunk)
                 self.manifest.append(_entry(rel, "over the size cap", os.fstat(f.fileno()).st_size, h.hexdigest()))
                 return
-            info = tarfile.TarInfo(rel)
+            info = self.tar.tarinfo(rel)
             info.size = size
             info.mtime = int(st.st_mtime)
             info.mode = stat.S_IMODE(st.st_mode)
@@ -772,6 +879,8 @@ def _open_folder(top_fd, parts):
 def _pack_into(tar_path, top_fd, items, caps, skip):
     """Write ``tar_path`` from ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder
     walked whole) and return the manifest."""
+    import tarfile  # here, not at the top: only pack needs it, and every launcher start would pay for it
+
     tmp = tar_path + ".tmp"
     with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         packer = _Packer(tar, caps, skip)
@@ -837,7 +946,7 @@ def _streams(out, room=True):
                     dst.write(chunk)
                     left -= len(chunk)
             os.replace(tmp, path + ".head")
-    _write_json(os.path.join(out, "streams.json"), streams)
+    _write_json(os.path.join(out, "streams.json"), streams, durable=False)
 
 
 def pack(base, out, outputs=()):
@@ -863,8 +972,8 @@ def pack(base, out, outputs=()):
                                OUTPUT_CAPS, ())
         finally:
             os.close(top)
-        _write_json(os.path.join(fleet, "outputs.json"), found)
-        _write_json(os.path.join(fleet, "manifest.json"), manifest)
+        _write_json(os.path.join(fleet, "outputs.json"), found, durable=False)
+        _write_json(os.path.join(fleet, "manifest.json"), manifest, durable=False)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -893,8 +1002,8 @@ def _pack_nothing(fleet, why):
         _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [], OUTPUT_CAPS, ())
     finally:
         os.close(top)
-    _write_json(os.path.join(fleet, "outputs.json"), [])
-    _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)])
+    _write_json(os.path.join(fleet, "outputs.json"), [], durable=False)
+    _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)], durable=False)
 
 
 def _pack(req):

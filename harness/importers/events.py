@@ -14,7 +14,6 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.importers.folder import write_run_folder
 from harness.importers.recorded import RecordedCall, RecordedRound, RecordedRun, verdict_of
 from harness.transcript import (
     Event,
@@ -125,5 +124,9 @@ def folder_name(label: str) -> str:
 def write_runs(runs: Sequence[RecordedRun], out_dir: str | os.PathLike[str]) -> list[Path]:
     """One attempt-like folder per run under ``out_dir`` (``harness.importers.folder``), named by its label. The
     caller has read every run first, so bad input writes nothing."""
+    # Here, not at the top: writing a folder needs the records' models and the grader, reading a session (replay,
+    # the agents' normalize) does not.
+    from harness.importers.folder import write_run_folder
+
     out = Path(out_dir)
     return [write_run_folder(run, to_events(run), out / folder_name(run.label)) for run in runs]

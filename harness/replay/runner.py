@@ -8,8 +8,6 @@ process.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.util
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -58,6 +56,8 @@ def _init(specs: list[PolicySpec]) -> None:
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _worker_specs = [spec.for_worker() for spec in specs]
+    import multiprocessing.util  # the parent imported it before forking: nothing is loaded here
+
     # A worker that ends normally closes its guards, as the command's own process does.
     multiprocessing.util.Finalize(None, _close_worker_specs, exitpriority=10)
 
@@ -83,6 +83,10 @@ def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], j
         for spec in specs:
             spec.check_quiet(0.05)
         return out
+    # Here, not at the top: a replay of a few sessions runs in this process, and multiprocessing (with pickle) is
+    # a few milliseconds of its start.
+    import multiprocessing
+
     global _shared_sessions
     size = max(1, min(256, total // (jobs * 4)))
     spans = [(i, min(total, i + size)) for i in range(0, total, size)]

@@ -23,7 +23,6 @@ from harness.importers import IMPORTERS, importer
 from harness.importers.events import to_events
 from harness.importers.reader import SQLITE_MAGIC
 from harness.nesting import loads_json
-from harness.records import AttemptMeta, ImportedMeta, read_meta
 from harness.replay.session import ReplaySession, session_from_events
 from harness.transcript import parse_transcript
 
@@ -155,6 +154,10 @@ def _document(path: Path) -> dict[str, Any]:
 
 def _recorded_sha(folder: Path, name: str) -> str | None:
     """The sha256 an attempt's or an imported run's ``meta.json`` recorded for ``name`` beside it."""
+    # Here, not at the top: the records' models (and the catalog and inventory they hold) cost a one-session
+    # replay of a file a good part of its start, and only a sweep's or an imported folder's files need them.
+    from harness.records import AttemptMeta, ImportedMeta, read_meta
+
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
         return None

@@ -6,6 +6,7 @@ one step; each checks the recorded status and reason code (harness/failures.py) 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -69,6 +70,10 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
 
     def launch(script: str, t: MemoryTransport) -> str:
         r = launcher_request(t)
+        # The start first makes the attempt folder afresh and writes the prompt and the adapter's files into it.
+        t.files.update({path: base64.b64decode(data) for path, data in r["prepare"]["files"].items()})
+        prepared = {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3", "executable": "/usr/bin/python3.12",
+                    "disk_free_mb": 4000, "reaped": []}
         here = f"{r['fleet']}/deliveries/{r['token']}"
         started = launcher.sign(r["key"], {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242,
                                            "launcher_pid": 4241})
@@ -79,7 +84,7 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
             t.files[f"{here}/exit.json"] = json.dumps(launcher.sign(r["key"], record)).encode()
             t.files[f"{here}/agent.stdout"] = out
             t.files.update({f"{root}/{rel}": data for rel, data in (leaves or {}).items()})
-        return json.dumps({"started": started}) + "\n"
+        return json.dumps({"prepared": prepared}) + "\n" + json.dumps({"started": started}) + "\n"
 
     def pack(script: str, t: MemoryTransport) -> str:
         # What the launcher's pack leaves: the files the agent left beside the workspace, in outputs.tar.gz.
@@ -99,10 +104,8 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
 
     return MemoryTransport(req.host, [
         (r'^printf %s "\$HOME"$', HOME),
-        (r"^set -e; rm -rf ", f"Linux 6.8.0 x86_64\n3.12.3\n/dev/nvme0n1p2 1000 10 4096000 1% {HOME}\n"),
         (r"command -v ", "/usr/local/bin/my-agent\n"),
         (r"\.ready$", ""),  # the harness release is installed (workers.install.ensure_harness)
-        (r"' reap [0-9a-f]+$", '{"reaped": []}\n'),
         (r"' run [0-9a-f]+$", launch),
         (r"cat exit\.json", poll),
         (r"^cat .*/exit\.json", ""),
@@ -124,9 +127,9 @@ def assert_failure(result: AttemptResult, code: str) -> None:
     assert failure is not None and failure.reason == code and failure.retry is REASONS[code].retried
 
 
-def test_facts_that_do_not_change_are_asked_once_per_worker_and_host() -> None:
-    """$HOME, uname and the Python version cost a command (and a Python start) per attempt: asked by the first
-    attempt on a transport, reused by the next; disk free is asked every time."""
+def test_the_host_facts_come_with_the_start_and_home_is_asked_once_per_worker_and_host() -> None:
+    """uname, the Python version and disk free come in the launcher's start answer (no command, no Python start of
+    their own: each was 20-150 ms per attempt); $HOME is asked by the first attempt on a transport only."""
     req = request()
     t = healthy_host(req)
     first = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
@@ -134,11 +137,14 @@ def test_facts_that_do_not_change_are_asked_once_per_worker_and_host() -> None:
     second = run_attempt(t, second_req, adapter_for("echo", req.agent), timing=FAST)
     assert (first.status, second.status) == ("finished", "finished"), (first.error, second.error)
     assert len(t.ran(r'^printf %s "\$HOME"$')) == 1
-    assert len(t.ran(r"sys\.version")) == 1 and len(t.ran(r"uname -srm")) == 1
-    assert len(t.ran(r"df -Pk")) == 2
+    assert not t.ran(r"sys\.version|uname|df -Pk|^set -e; rm -rf |' reap [0-9a-f]+$")
     assert first.host_facts == second.host_facts == {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3",
                                                       "disk_free_mb": "4000"}
     assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
+    # The host's python3 (maybe a pyenv shim, 0.1 s a start) is run by the interpreter it named once it said which.
+    starts = t.ran(r"' run [0-9a-f]+$")
+    assert starts[0].startswith("cd / && exec python3 -S -c ") and starts[1].startswith("cd / && exec /usr/bin/python3.12 -S -c ")
+
 
 @pytest.mark.parametrize("answer", [ShellResult(0, "", ""), ShellResult(255, "", "Connection reset")])
 def test_a_home_that_cannot_be_read_is_agent_not_started_and_nothing_is_made_under_root(answer: ShellResult) -> None:
@@ -166,13 +172,19 @@ def test_a_healthy_host_finishes() -> None:
     assert not [f for f in t.files if f.startswith(f"{root_of(req)}/.fleet/")]
 
 
-def test_a_stage_that_fails_is_agent_not_started_and_nothing_is_launched() -> None:
+@pytest.mark.parametrize("answer, says", [
+    ('{"prepare_error": "/home/u/fleet/runs/s1: Permission denied"}\n', "cannot prepare {root}: /home/u/fleet/runs/s1: "
+                                                                         "Permission denied"),
+    ('{"reap_error": "OSError: [Errno 5] Input/output error"}\n', "cannot end what earlier attempts left running: "
+                                                                  "OSError: [Errno 5] Input/output error"),
+], ids=["prepare", "reap"])
+def test_a_start_that_cannot_prepare_is_agent_not_started_and_nothing_is_waited_for(answer: str, says: str) -> None:
     req = request()
-    t = healthy_host(req).on(r"^set -e; rm -rf ", ShellResult(1, "", "mkdir: cannot create directory: Permission denied"))
+    t = healthy_host(req).on(r"' run [0-9a-f]+$", ShellResult(127, answer, ""))
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "agent_not_started")
-    assert f"cannot prepare {root_of(req)}" in result.error and "Permission denied" in result.error
-    assert not t.ran(r"' run [0-9a-f]+$") and not t.ran(r"command -v ")
+    assert result.error == "tower1: " + says.format(root=root_of(req))
+    assert not t.ran(POLL) and not t.ran(PACK) and not result.agent_started_at
 
 
 @pytest.mark.parametrize("lost", [HostUnreachable("SSH connect to tower1.lan:22 timed out", host="tower1"),
@@ -201,6 +213,18 @@ def test_a_host_lost_mid_run_is_host_lost_and_the_kill_is_attempted(lost: Except
 
 def test_a_missing_agent_program_is_agent_missing_before_anything_runs() -> None:
     req = request()
+    # An agent without a version command: the launcher's start looks for its program first (no command of its own).
+    t = healthy_host(req).on(r"' run [0-9a-f]+$", ShellResult(127, '{"agent_missing": "my-agent"}\n', ""))
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "agent_missing")
+    assert result.error == "tower1: agent 'echo': my-agent is not installed (not found on PATH)"
+    assert launcher_request_of(t, "run")["prepare"]["program"] == "my-agent" and not t.ran(r"command -v ")
+    assert not t.ran(POLL) and not result.agent_started_at
+
+
+def test_an_agent_with_a_version_command_is_looked_for_by_the_probe() -> None:
+    req = request()
+    req = req.model_copy(update={"agent": req.agent.model_copy(update={"version_command": ["my-agent", "--version"]})})
     t = healthy_host(req).on(r"command -v ", ShellResult(1, "", ""))
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "agent_missing")
@@ -269,16 +293,19 @@ def test_a_check_that_breaks_once_runs_through_the_runner_protocol_twice() -> No
 
 # -- supervision: the delivery's records are signed, the agent cannot forge or redirect them ------------------------
 
-def test_the_reap_comes_before_the_folder_is_made_afresh_and_names_this_delivery() -> None:
+def test_the_start_reaps_makes_the_folder_afresh_and_names_this_delivery() -> None:
     req = request()
     t = healthy_host(req)
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST, slot="redis:k#0")
     assert result.status == "finished", result.error
-    (reap,) = t.ran(r"' reap [0-9a-f]+$")
-    assert t.scripts.index(reap) < t.scripts.index(t.ran(r"^set -e; rm -rf ")[0])
-    sent = json.loads(t.stdins[t.scripts.index(reap)] or b"")
+    # One launcher call reaps, makes the folder afresh and starts (workers/launcher.py run: the reap comes first).
+    (start,) = t.ran(r"' run [0-9a-f]+$")
+    assert not t.ran(r"' reap [0-9a-f]+$") and not t.ran(r"rm -rf .*/attempt-1")
+    sent = json.loads(t.stdins[t.scripts.index(start)] or b"")
     assert sent["entry"] == {"host": "tower1", "sweep_id": "s1", "sweep_uid": "", "cell": req.cell.id, "attempt": 1,
                              "slot": "redis:k#0", "root": root_of(req)}
+    assert sent["prepare"]["root"] == root_of(req)
+    assert sent["prepare"]["dirs"] == [f"{root_of(req)}/workspace", f"{root_of(req)}/.fleet"]
     assert sent["source"] == launcher_source()
     # The key travels on stdin only: in no script, and it differs per delivery.
     run = launcher_request_of(t, "run")
@@ -469,7 +496,7 @@ def test_a_host_whose_sleep_takes_whole_seconds_only_keeps_the_polls_window(tmp_
     fake.chmod(0o755)
     delivery = tmp_path / "delivery"
     delivery.mkdir()
-    script = poll_script(shlex.quote(str(delivery)), shlex.quote("beat-1"), looks=20, launcher_pid=os.getpid())
+    script = poll_script(shlex.quote(str(delivery)), shlex.quote("beat-1"), window_s=1.0, launcher_pid=os.getpid())
     started = time.monotonic()
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})

@@ -3,10 +3,13 @@ sends them (``python3 -c BOOT VERB TOKEN``), in a work folder of the test's own.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import platform
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,14 +242,34 @@ def test_an_orphan_that_left_the_session_is_found_and_ended(tmp_path: Path) -> N
     """A double fork + setsid (a daemon): re-parented (to the supervisor on Linux), still carries the marker."""
     d = delivery(tmp_path)
     pids = tmp_path / "pids"
-    daemon = (f"import os,time\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n"
-              f"open({str(pids)!r},'a').write('%d\\n' % os.getpid())\ntime.sleep(999)\n")
-    proc = d.run([sys.executable, "-c", daemon + ""], deadline_s=30)
+    # The agent ends only once its daemon is in place (the supervisor sees the agent's end at once: a daemon still
+    # forking then is ended before it writes its pid).
+    daemon = (f"import os,time\nif os.fork():\n    while not os.path.exists({str(pids)!r}): time.sleep(0.01)\n"
+              f"    os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n"
+              f"open({str(pids)!r} + '.tmp','a').write('%d\\n' % os.getpid())\nos.rename({str(pids)!r} + '.tmp', {str(pids)!r})\n"
+              f"time.sleep(999)\n")
+    proc = d.run([sys.executable, "-c", daemon], deadline_s=30)
     assert proc.returncode == 0
     (orphan,) = read_pids(pids, 1)
     ended = d.exit()  # the agent itself exited at once: its leftovers are ended at its end
     assert ended["exit_code"] == 0
     assert wait_gone([orphan], 5) < 5, "a daemonized child of the agent survived its end"
+
+
+def test_a_daemon_still_forking_when_the_agent_ends_is_ended_too(tmp_path: Path) -> None:
+    """The supervisor sees the agent's end at once (SIGCHLD): its tree walk then ran while the agent's child was
+    still on its way to becoming a daemon, found nothing, and the daemon lived on (4 of 12 tries). Each try: the
+    daemon is either ended before it wrote its pid, or ended after."""
+    for n in range(8):
+        d = delivery(tmp_path, name=f"attempt-{n}")
+        pids = tmp_path / f"pids-{n}"
+        daemon = (f"import os,time\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n"
+                  f"open({str(pids)!r},'a').write('%d\\n' % os.getpid())\ntime.sleep(999)\n")
+        assert d.run([sys.executable, "-c", daemon], deadline_s=30).returncode == 0
+        assert d.exit()["exit_code"] == 0
+        time.sleep(0.3)  # a daemon the walk missed has written its pid by now
+        left = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+        assert wait_gone(left, 5) < 5, f"try {n}: a daemonized child of the agent survived its end"
 
 
 def test_an_agent_that_ends_on_sigterm_is_not_waited_for(tmp_path: Path) -> None:
@@ -351,6 +374,80 @@ def test_reap_ends_an_earlier_delivery_of_the_same_attempt_and_leaves_other_live
     assert first.exit()["ended_by"] == "superseded"  # the old worker, were it alive, learns why
     assert not gone(s2["pid"]), "reap ended another live delivery"
     other.call("kill", marker=other.marker, pids={"agent": s2["pid"], "sid": s2["sid"], "launcher": s2["launcher_pid"]})
+
+
+def _start(d: Delivery, argv: list[str], files: dict[str, bytes], program: str | None = None,
+           path: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The worker's start: reap, the attempt folder made afresh with its files, then run (one Python start)."""
+    prepare = {"root": str(d.base), "dirs": [str(d.base / "workspace"), str(d.base / ".fleet")],
+               "files": {str(d.base / rel): base64.b64encode(data).decode() for rel, data in files.items()},
+               "program": program, "path": path}
+    spec = {"argv": argv, "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    return d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry=d.entry,
+                  prepare=prepare)
+
+
+def test_the_start_ends_an_earlier_delivery_then_makes_the_folder_afresh_and_says_the_facts(tmp_path: Path) -> None:
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    s1 = first.started(first.run(["sleep", "300"], heartbeat_s=0))
+    (first.base / "workspace" / "left-by-the-first.txt").write_text("old")
+    again = Delivery(first.work, first.base, entry=ident)  # the same attempt delivered again
+    proc = _start(again, ["sh", "-c", "cat ../prompt.md > seen.txt"], {"prompt.md": b"rename \xc3\xa9 photos"})
+    assert proc.returncode == 0, proc.stderr
+    prepared = json.loads(proc.stdout.decode().splitlines()[0])["prepared"]
+    (reaped,) = prepared["reaped"]
+    assert reaped["token"] == first.token and reaped["why"] == "the same attempt delivered again"
+    assert wait_gone([s1["pid"]], 10) < 10 and first.exit()["ended_by"] == "superseded"
+    u = os.uname()
+    assert prepared["uname"] == f"{u.sysname} {u.release} {u.machine}" and prepared["python"] == platform.python_version()
+    assert isinstance(prepared["disk_free_mb"], int) and prepared["disk_free_mb"] > 0
+    again.started(proc)
+    assert again.exit()["exit_code"] == 0
+    assert sorted(p.name for p in (again.base / "workspace").iterdir()) == ["seen.txt"]
+    assert (again.base / "workspace" / "seen.txt").read_bytes() == "rename é photos".encode()
+
+
+def test_a_start_whose_agent_is_not_there_says_so_and_touches_nothing(tmp_path: Path) -> None:
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    s1 = first.started(first.run(["sleep", "300"], heartbeat_s=0))
+    (first.base / "workspace" / "kept.txt").write_text("old")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    again = Delivery(first.work, first.base, entry=ident)
+    proc = _start(again, ["my-agent"], {"prompt.md": b"x"}, program="my-agent", path=str(bin_dir))
+    assert proc.returncode == 127 and json.loads(proc.stdout) == {"agent_missing": "my-agent"}
+    assert (first.base / "workspace" / "kept.txt").exists() and not gone(s1["pid"]) and not again.folder.exists()
+    (bin_dir / "my-agent").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "my-agent").chmod(0o755)
+    proc = _start(again, [str(bin_dir / "my-agent")], {"prompt.md": b"x"}, program="my-agent", path=str(bin_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert again.exit()["exit_code"] == 0 and wait_gone([s1["pid"]], 10) < 10
+
+
+def test_a_start_whose_folder_cannot_be_made_says_why_and_starts_nothing(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    (d.base.parent / "runs-file").write_text("a file where a folder must be")
+    d.base = d.base.parent / "runs-file" / "attempt-1"
+    proc = _start(d, ["touch", str(tmp_path / "ran")], {"prompt.md": b"x"})
+    assert proc.returncode == 127
+    answer = json.loads(proc.stdout)
+    assert answer["prepare_error"].endswith("Not a directory") and "runs-file" in answer["prepare_error"], answer
+    assert not d.folder.exists() and not (tmp_path / "ran").exists()
+
+
+def test_an_attempt_folder_that_is_a_link_is_removed_and_not_followed(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("the user's")
+    shutil.rmtree(d.base)
+    d.base.symlink_to(outside)
+    proc = _start(d, ["true"], {"prompt.md": b"x"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (outside / "keep.txt").read_text() == "the user's" and not (outside / "prompt.md").exists()
+    assert not d.base.is_symlink() and (d.base / "prompt.md").read_bytes() == b"x"
 
 
 def test_reap_ends_an_earlier_holder_of_the_same_slot(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ class Transport(ABC):
     def __init__(self, host: Host) -> None:
         self.host = host
         self.memo: dict[str, str] = {}
-        """Facts about the host that do not change between attempts (its $HOME, uname, Python version), found
+        """Facts about the host that do not change between attempts (its $HOME, the interpreter its ``python``
+        names: a shim resolved once), found
         by the first attempt and reused by the next ones: a worker keeps one transport per host
         (workers.tasks), so each costs one command per worker process instead of one per attempt."""
 

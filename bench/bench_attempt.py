@@ -1,0 +1,226 @@
+"""The harness's own time per attempt over SSH, beside its floor measured in the same run.
+
+A real loopback sshd with a pinned key, an agent that does nothing (`true`), one slot:
+
+* **attempt**: `run_attempt` over the harness's SSH transport, in this process (no queue): median and p90 of N
+  attempts, and what one attempt does on the host (commands, Python starts, SFTP reads and writes);
+* **its floor**, on the same connection in the same run: the same count of commands, Python starts
+  (`python -S -c pass`, the cheapest a launcher could have) and SFTP operations done raw, with no harness work;
+* **through Celery**: `fleet sweep` on Redis with one `fleet worker`, N and 2N cells; the time per attempt is
+  (wall(2N) - wall(N)) / N, so what a sweep costs once (starting, planning, the report) is not in it, and is
+  given apart (wall(N) - N x per attempt);
+* **its floor**: the raw floor above plus one raw Celery round trip (a task that does nothing, the same Redis as
+  broker and result backend, a solo worker; `bench/_celery_noop.py`), median of 30.
+
+Run: .venv/bin/python bench/bench_attempt.py [--attempts 40] [--cells 20] [--json bench/results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.catalog import Item  # noqa: E402
+from harness.inventory import Host, load_inventory  # noqa: E402
+from harness.records import AttemptRequest, Cell, utc_now  # noqa: E402
+from tests.integration.fleetkit import FLEET, RedisServer, SSHHost, Worker, fleet_env, keygen  # noqa: E402
+from workers.adapters.registry import adapter_for  # noqa: E402
+from workers.attempt import run_attempt  # noqa: E402
+from workers.transport import connect_for  # noqa: E402
+from workers.transport.base import Transport  # noqa: E402
+
+
+def _ms(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    return {"median_ms": round(statistics.median(xs) * 1000, 1), "p90_ms": round(xs[max(0, int(len(xs) * 0.9) - 1)] * 1000, 1)}
+
+
+class Counting:
+    """Counts what the lifecycle asks of the transport: commands (and which of them start the host's Python),
+    SFTP reads and writes."""
+
+    def __init__(self, t: Transport) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        for name in ("shell", "get", "put"):
+            setattr(t, name, self._wrap(name, getattr(t, name)))
+
+    def _wrap(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            kind = name
+            if name == "shell" and " -S -c " in args[0]:
+                kind = "python"
+            self.counts[kind] += 1
+            return real(*args, **kwargs)
+        return counted
+
+
+def in_process(host: Host, attempts: int) -> tuple[list[float], dict[str, float], Transport]:
+    t = connect_for(host)
+    t.open()
+    counting = Counting(t)
+    item = Item(id="noop", kind="open", title="noop", prompt="do nothing", timeout_s=60)
+    agent = host.agents["cmd"]
+    times = []
+    warm = 3
+    for n in range(warm + attempts):
+        if n == warm:
+            counting.counts.clear()
+        cell = Cell(id=Cell.make_id(host.name, item.id, "cmd", n + 1), host=host.name, item=item.id, agent="cmd",
+                    rep=n + 1, seed=1)
+        req = AttemptRequest(sweep_id="bench", cell=cell, attempt=1, host=host, agent=agent, item=item,
+                             prompt="do nothing", harness_commit="bench")
+        start = time.perf_counter()
+        result = run_attempt(t, req, adapter_for("cmd", agent))
+        if n >= warm:
+            times.append(time.perf_counter() - start)
+        if result.status != "finished":
+            raise SystemExit(f"attempt {n}: {result.status} {result.reason}: {result.error}")
+    per = {k: v / attempts for k, v in counting.counts.items()}
+    return times, per, t
+
+
+def raw_floor(t: Transport, host: Host, per: dict[str, float], attempts: int) -> list[float]:
+    """The same operations per attempt, done raw on the same connection."""
+    # The transport's own methods, not the counting wrappers (they are instance attributes).
+    shell, get, put = type(t).shell.__get__(t), type(t).get.__get__(t), type(t).put.__get__(t)
+    probe = f"{host.workdir}/bench-floor.txt"
+    put(probe, b"x" * 200)
+    py = f"exec {host.python} -S -c pass"
+    times = []
+    for _ in range(attempts):
+        start = time.perf_counter()
+        for _ in range(round(per.get("python", 0))):
+            shell(py, timeout=30)
+        for _ in range(round(per.get("shell", 0))):
+            shell("true", timeout=30)
+        for _ in range(round(per.get("get", 0))):
+            get(probe)
+        for _ in range(round(per.get("put", 0))):
+            put(probe, b"x" * 200)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def celery_round_trip(redis_url: str, tmp: Path, runs: int = 30) -> list[float]:
+    env = {**os.environ, "BENCH_REDIS_URL": redis_url, "PYTHONPATH": str(REPO)}
+    log = open(tmp / "noop-worker.log", "wb")
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench._celery_noop", "worker", "-P", "solo",
+                               "--loglevel", "WARNING"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        os.environ["BENCH_REDIS_URL"] = redis_url
+        from bench._celery_noop import noop
+
+        noop.delay().get(timeout=60)  # the worker is up, the connections are made
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            noop.delay().get(timeout=30)
+            times.append(time.perf_counter() - start)
+        return times
+    finally:
+        worker.terminate()
+        worker.wait(20)
+
+
+def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) -> dict[str, float]:
+    namespace = f"bench{uuid.uuid4().hex[:6]}"
+    inv = tmp / "celery-inv.toml"
+    inv.write_text("schema_version = 1\n" + host_toml)
+    prompts = tmp / "prompts"
+    for i in range(cells):
+        d = prompts / "open" / f"{i:03d}-noop"
+        d.mkdir(parents=True)
+        (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
+        (d / "prompt.md").write_text("do nothing\n")
+    worker = Worker(tmp, redis.url, namespace, ["bench"], inv)
+    walls: dict[int, list[float]] = {}
+    try:
+        worker.wait_ready()
+        for repeat in (1, 2, 1, 2):
+            start = time.perf_counter()
+            r = subprocess.run(FLEET + ["sweep", "-i", str(inv), "--prompts", str(prompts), "--broker", redis.url,
+                                        "--runs", str(tmp / f"runs-{repeat}"), "--repeat", str(repeat), "--json"],
+                               cwd=REPO, env=fleet_env(namespace), capture_output=True, text=True, timeout=900)
+            wall = time.perf_counter() - start
+            if r.returncode != 0:
+                raise SystemExit(f"sweep --repeat {repeat}: {r.stderr[-2000:]}")
+            done = sum(1 for c in json.loads(r.stdout)["cells"] if c["status"] == "finished")
+            if done != cells * repeat:
+                raise SystemExit(f"sweep --repeat {repeat}: {done} of {cells * repeat} cells finished")
+            walls.setdefault(repeat, []).append(wall)
+    finally:
+        worker.stop()
+    one, two = min(walls[1]), min(walls[2])  # the better of two runs each: the machine's noise only adds
+    per = (two - one) / cells
+    return {"cells": cells, "wall_n_s": round(one, 2), "wall_2n_s": round(two, 2), "per_attempt_ms": round(per * 1000, 1),
+            "fixed_s": round(one - per * cells, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attempts", type=int, default=40)
+    parser.add_argument("--cells", type=int, default=20)
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-attempt-"))
+    key = tmp / "id_ed25519"
+    ssh = SSHHost("bench", tmp / "bench", keygen(key))
+    ssh.setup()
+    ssh.start()
+    redis = RedisServer(tmp / "redis")
+    redis.start()
+    try:
+        host_toml = ssh.toml(key, agent=["true"])
+        inv = tmp / "inv.toml"
+        inv.write_text("schema_version = 1\n" + host_toml)
+        host = load_inventory(str(inv)).hosts["bench"]
+        attempt, per, t = in_process(host, args.attempts)
+        floor = raw_floor(t, host, per, args.attempts)
+        t.close()
+        celery = celery_round_trip(redis.url, tmp)
+        sweep = through_celery(host_toml, tmp, redis, args.cells)
+    finally:
+        redis.stop()
+        ssh.stop()
+    a, f, c = _ms(attempt), _ms(floor), _ms(celery)
+    row = {
+        "attempts": args.attempts,
+        "attempt": a, "floor": f, "ratio": round(a["median_ms"] / f["median_ms"], 2),
+        "per_attempt_ops": {k: round(v, 2) for k, v in sorted(per.items())},
+        "celery_round_trip": c,
+        "sweep": sweep,
+        "sweep_floor_ms": round(f["median_ms"] + c["median_ms"], 1),
+        "sweep_ratio": round(sweep["per_attempt_ms"] / (f["median_ms"] + c["median_ms"]), 2),
+        "load_average": os.getloadavg()[0],
+        "measured_at": utc_now(),
+    }
+    print(json.dumps(row, indent=1))
+    print(f"\nattempt over SSH, in process: median {a['median_ms']} ms (p90 {a['p90_ms']}); floor {f['median_ms']} ms "
+          f"(the same {', '.join(f'{v:g} {k}' for k, v in row['per_attempt_ops'].items())} raw): {row['ratio']}x")
+    print(f"through Celery (Redis, one fleet worker): {sweep['per_attempt_ms']} ms per attempt, {sweep['fixed_s']} s once "
+          f"per sweep; floor {row['sweep_floor_ms']} ms (raw + a Celery round trip of {c['median_ms']} ms): "
+          f"{row['sweep_ratio']}x")
+    if args.json_path:
+        path = Path(args.json_path)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data["attempt_ssh"] = row
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
