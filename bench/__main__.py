@@ -6,8 +6,8 @@ figures of those that can in ``bench/results.json`` (``--json``), and ends with 
 and wall time. Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
 figure, and copy the figures into the README.
 
-    python -m bench                 # everything (about 25 minutes on the 2-core development machine, half of it
-                                    # the 10,000-cell sweep of bench_scale)
+    python -m bench                 # everything (about 30 minutes on the 2-core development machine, a third of
+                                    # it the 10,000-cell sweep of bench_scale)
     python -m bench --only ssh,gap  # some of them
     python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
 """
@@ -38,6 +38,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),
     "dashboard": ("bench_dashboard.py", ["--json", "{json}"], ["--cells", "1000", "--sweeps", "100", "--repeat", "2"]),
     "startup": ("bench_startup.py", ["--runs", "15", "--json", "{json}"], ["--runs", "5"]),
+    "commands": ("bench_commands.py", ["--json", "{json}"], ["--sizes", "1000", "--repeat", "1"]),
 }
 
 

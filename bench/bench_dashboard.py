@@ -37,48 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from harness.catalog import Item  # noqa: E402
 from harness.dashboard.app import make_app  # noqa: E402
 from harness.dashboard.context import Dashboard, Links  # noqa: E402
 from harness.dashboard.sweeps import sweep_page  # noqa: E402
-from harness.grading import Grade  # noqa: E402
-from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord  # noqa: E402
+from harness.records import Artifact  # noqa: E402
 from harness.store import Store  # noqa: E402
 from harness.sweeplist import _line, list_sweeps  # noqa: E402
 
-GRADES = ("DELIVERED",) * 12 + ("PARTIAL",) * 3 + ("NOTHING",) * 2 + ("CODE_IN_CHAT", "HARNESS_FAILURE", "")
-"""A nightly's mix: mostly delivered, a few of every other grade, one in twenty not graded."""
-
-
-def plan(sweep_id: str, label: str, created_at: str, hosts: int, items: int, agents: int) -> SweepRecord:
-    host_names = [f"gpu-{i:02d}" for i in range(hosts)]
-    its = [Item(id=f"{i:03d}-item", number=f"{i:03d}", kind="open", title=f"item {i}", prompt="p" * 200, timeout_s=900)
-           for i in range(items)]
-    agent_names = [f"agent{a}" for a in range(agents)]
-    cells = [Cell(id=Cell.make_id(h, it.id, a, 1), host=h, item=it.id, agent=a, rep=1, seed=1)
-             for h in host_names for it in its for a in agent_names]
-    summary = HostSummary(name="h", transport="ssh", os="linux", address="a", slots=1, tags=[], model_id="qwen3-coder-30b",
-                          model_base_url="http://x/v1", context=32768, max_output=4096)
-    return SweepRecord(id=sweep_id, label=label, created_at=created_at, inventory="/inv.toml", prompts="/prompts",
-                       harness_commit="bench", hosts={h: summary.model_copy(update={"name": h}) for h in host_names},
-                       items={i.id: i for i in its}, cells=cells)
-
-
-def write(store: Store, sweep: SweepRecord, shift: int) -> None:
-    """Record every cell's attempt and its grade with the real SweepWriter (``shift`` varies the mix)."""
-    with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.set_status(sweep, "running")
-        for n, c in enumerate(sweep.cells):
-            w.record_attempt(sweep, AttemptResult(
-                sweep_id=sweep.id, cell_id=c.id, attempt=1, status="finished", exit_code=0, host=c.host,
-                agent=c.agent, item=c.item, duration_s=30.0 + n % 300,
-                artifacts=[Artifact.of("answer.txt", f"answer {c.id}".encode())]))
-            g = GRADES[(n * 7 + shift) % len(GRADES)]
-            if g:
-                w.record_grade(sweep, c.id, 1, Grade(grade=g, outcome="none",  # type: ignore[arg-type]
-                                                     failure="model_endpoint" if g == "HARNESS_FAILURE" else ""))
-        w.set_status(sweep, "finished")
+from bench.synthetic import plan, write  # noqa: E402
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:

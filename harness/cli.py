@@ -303,7 +303,8 @@ def _finish(sweep, store, as_json: bool) -> None:
                    "status": sweep.status, "cells": cells}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    console.print(matrix_table(sweep, live))
+    # Not a terminal: the console is 100,000 columns wide (_console), no line of the table is ever folded.
+    console.print(matrix_table(sweep, live, whole_lines=not sys.stdout.isatty()))
     console.print(f"sweep {sweep.id}: {sweep.status}, results in {path}")
 
 
@@ -795,7 +796,7 @@ def grade(sweep_id, host, item, as_json, override, reason, author, agent, rep, a
       fleet grade 20261204-031500-nightly --host tower1 --item 07
       fleet grade 20261204-031500-nightly --host tower1 --item 07 --override PARTIAL --reason 'renames only half' --author ana
     """
-    from harness.dispatch import grade_attempt
+    from harness.regrade import regrade
     store = _store(runs)
     if override is not None:
         _override(store, sweep_id, host, item, agent, rep, attempt, override, reason, author, as_json)
@@ -808,13 +809,7 @@ def grade(sweep_id, host, item, as_json, override, reason, author, agent, rep, a
     cells = rec.cells_matching(host, item)
     if not cells:
         raise UsageError(f"sweep {sweep_id} has no cell for host {host!r} and item {item!r}")
-    n = 0
-    with store.writer(rec.id) as w:
-        for c in cells:
-            for a in rec.attempts.get(c.id) or []:
-                if a.status != "dispatched":
-                    grade_attempt(w, rec, c, a.attempt)
-                    n += 1
+    n = regrade(store, rec, [(c, a.attempt) for c in cells for a in rec.attempts.get(c.id) or [] if a.status != "dispatched"])
     if not as_json:
         err_console.print(f"regraded {n} attempt(s)", markup=False)
     _finish(rec, store, as_json)

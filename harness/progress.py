@@ -87,9 +87,10 @@ def attempts_suffix(attempts: int, rerun: bool) -> str:
     return f" ({', '.join(marks)})" if marks else ""
 
 
-def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
+def matrix_table(sweep: SweepRecord, live: bool = True, whole_lines: bool = False) -> Table:
     """Item x host (and agent, when several), each cell listing its repetitions' outcomes (``live``: a
-    coordinator still writes the sweep, so an attempt without a result is running, not abandoned).
+    coordinator still writes the sweep, so an attempt without a result is running, not abandoned; ``whole_lines``:
+    for a console that is not a terminal, wide enough for any table's line, where nothing is ever folded).
 
     Always one orientation, an item per row and a host per column, whatever the counts: a nightly log read
     (or grepped) one night after another has its rows where it had them, and each line starts with its item.
@@ -107,9 +108,12 @@ def matrix_table(sweep: SweepRecord, live: bool = True) -> Table:
     table = Table(title=f"sweep {sweep.id}", show_lines=False)
     # On a terminal narrower than the table, rich cuts a word that does not fit to "HARNESS_F…" (an 80-column
     # terminal and five hosts did): which grade it was is the table's whole point, so a long word is folded.
-    table.add_column(f"item \\ {runner_title}", style="bold", overflow="fold")
+    # Where lines are whole (a log, a pipe) a cell is never folded, and rich is told so: working out where each of
+    # 10,000 cells would fold took half of the table's time (a second of `fleet status` and `fleet grade`).
+    wrap = {"no_wrap": True, "overflow": "ignore"} if whole_lines else {"overflow": "fold"}
+    table.add_column(f"item \\ {runner_title}", style="bold", **wrap)
     for runner in runners:
-        table.add_column(escape(runner), overflow="fold")
+        table.add_column(escape(runner), **wrap)
     for item in items:
         table.add_row(escape(item), *(" ".join(cells[r].get(item, ["-"])) for r in runners))
     return table
