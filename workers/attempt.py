@@ -129,6 +129,9 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
+MAX_FORGED = 20
+"""How many different records that were not taken (a wrong signature or token) are kept as evidence per delivery."""
+
 POLL_TICK_S = 0.01
 """The host-side wait counts in these: the first looks for exit.json come every tick, the later ones every five."""
 
@@ -220,6 +223,8 @@ class _Attempt:
         self.beats = 0
         self.forged: list[str] = []
         """Records in the delivery folder whose signature or token was wrong (ignored, kept as evidence)."""
+        self.forged_more = 0
+        """How many more such records came after the first ``MAX_FORGED`` (counted, not kept)."""
         self.exit_record: dict = {}
         self.streams: dict | None = None
         """streams.json as the launcher's pack wrote it: each output stream's size, sha256 and kept bytes."""
@@ -411,6 +416,7 @@ class _Attempt:
             looks = int(window / POLL_TICK_S)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
+            asked = time.monotonic()
             out = self.t.shell(poll_script(d, beat, window, launcher_pid), timeout=30 + window).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
@@ -433,13 +439,14 @@ class _Attempt:
                     if rest.strip():
                         self._packed_record(rest.strip())
                     return record
-                if out not in self.forged:
-                    self.forged.append(out[:2000])
+                self._keep_forged(out)
             now = time.monotonic()
             if now >= deadline:
                 return None
             if looks == 0:  # a window too short to wait in on the host (the deadline is near): wait here
                 time.sleep(min(0.05, max(0.0, deadline - now)))
+            else:
+                self._wait_out(asked, window, deadline)
             delay = min(delay * 1.5, longest)
 
     def kill(self) -> None:
@@ -496,12 +503,14 @@ class _Attempt:
             if self.aborted:
                 raise AttemptAborted(self.aborted)
             window = max(0.0, min(self.timing.poll_max_s, end - time.monotonic()))
+            asked = time.monotonic()
             out = self.t.shell(poll_script(d, "''", window, launcher_pid, target="packed.json"),
                                timeout=30 + window).stdout.strip()
             if out in ("GONE", "STOPPED"):
                 return
             if out and self._packed_record(out):
                 return
+            self._wait_out(asked, window, end)
         raise InfrastructureError(f"packing the workspace failed: the supervisor did not end its pack within "
                                   f"{PACK_TIMEOUT_S:.0f} s", host=self.req.host.name)
 
@@ -516,9 +525,27 @@ class _Attempt:
             self.pack_answered = True
             self.packed = record.get("ok") is True
             return True
-        if out not in self.forged:
-            self.forged.append(out[:2000])
+        self._keep_forged(out)
         return False
+
+    def _keep_forged(self, out: str) -> None:
+        """Keep a record that was not taken as evidence: its first 2000 characters, each text once, and only the first
+        ``MAX_FORGED`` texts (an agent can write a new one for every poll; the rest are counted)."""
+        text = out[:2000]
+        if text in self.forged:
+            return
+        if len(self.forged) < MAX_FORGED:
+            self.forged.append(text)
+        else:
+            self.forged_more += 1
+
+    def _wait_out(self, asked: float, window: float, until: float) -> None:
+        """A poll that came back before its window without a record that was taken (a file an agent forged, or a folder
+        in a record's place, ends the host's wait at once): wait the rest of the window here, so the host is asked at
+        the poll's pace, not again at once (an agent's forged record made that hundreds of commands a second)."""
+        rest = min(window - (time.monotonic() - asked), until - time.monotonic())
+        if rest > 0:
+            time.sleep(rest)
 
     def collect(self) -> None:
         p = self.paths
@@ -553,7 +580,8 @@ class _Attempt:
                  for name, data in _files_of(self._get(f"{d}/workspace.tar.gz"), self.refused)]
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
         if self.forged:
-            arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged) + "\n").encode()))
+            more = [f"... and {self.forged_more} more records not taken"] if self.forged_more else []
+            arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged + more) + "\n").encode()))
         if self.checks_json is not None:
             arts.append(Artifact.of("checks.json", self.checks_json))
         found = dict(_files_of(self._get(f"{d}/outputs.tar.gz"), self.refused))
