@@ -324,9 +324,21 @@ class _Attempt:
         # -S: the launcher imports only the standard library, and the site module is a third of a Python start.
         # The interpreter the host's python named, once a start said which (a pyenv or asdf shim is a shell script
         # that costs 0.1 s and more on every start, before Python itself starts).
-        python = self.t.memo.get(f"executable {self.py}") or self.py
-        script = f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
-        return self.t.shell(script, timeout=timeout, stdin=(json.dumps(body) + "\n").encode("utf-8"))
+        named = self.t.memo.get(f"executable {self.py}")
+        stdin = (json.dumps(body) + "\n").encode("utf-8")
+        if named:
+            r = self.t.shell(self._launcher_script(named, verb), timeout=timeout, stdin=stdin)
+            if r.exit_code not in (126, 127) or r.stdout.strip():
+                return r
+            # The exec itself failed (126, 127, and no answer line: every launcher error prints one), so nothing ran:
+            # that interpreter is gone (its version was removed or upgraded) or cannot start without what the host's
+            # python gives it (a wrapper that sets the library path). The host's python again, and never that one.
+            del self.t.memo[f"executable {self.py}"]
+            self.t.memo[f"executable refused {self.py}"] = named
+        return self.t.shell(self._launcher_script(self.py, verb), timeout=timeout, stdin=stdin)
+
+    def _launcher_script(self, python: str, verb: str) -> str:
+        return f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
 
     def start(self) -> None:
         """One launcher call, one Python start on the host: it ends what earlier deliveries left that this one
@@ -367,7 +379,8 @@ class _Attempt:
             raise AgentNotStarted(f"cannot prepare {self.root}: {answer['prepare_error']}", host=self.req.host.name)
         prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
         executable = prepared.get("executable") if prepared is not None else None
-        if isinstance(executable, str) and executable.startswith("/") and "\n" not in executable:
+        if (isinstance(executable, str) and executable.startswith("/") and "\n" not in executable
+                and executable != self.t.memo.get(f"executable refused {self.py}")):
             self.t.memo[f"executable {self.py}"] = executable
         if prepared is not None:
             self.result.host_facts = {

@@ -590,3 +590,18 @@ def test_forged_records_are_kept_up_to_a_bound_and_the_rest_counted() -> None:
     assert result.status == "finished", result.error
     lines = {a.name: a.data() for a in result.artifacts}["harness/forged-records.txt"].decode().splitlines()
     assert len(lines) == MAX_FORGED + 1 and lines[-1] == "... and 5 more records not taken", lines[-3:]
+
+
+def test_an_interpreter_the_hosts_python_named_that_cannot_start_alone_is_left_for_the_hosts_python() -> None:
+    """A host python that is a wrapper its interpreter needs (it sets the library path): the interpreter named in the
+    start's facts cannot start on its own (exit 127, nothing on stdout). Each launcher call must still run, once
+    through the host's python, and that interpreter is not tried again."""
+    req = request()
+    t = healthy_host(req)
+    named = "/usr/bin/python3.12"  # what healthy_host's start says sys.executable is
+    t.on(rf"^cd / && exec {re.escape(named)} ", ShellResult(127, "", f"{named}: error while loading shared libraries: "
+                                                                     "libpython3.12.so.1.0: cannot open shared object file"))
+    for attempt in (1, 2, 3):
+        result = run_attempt(t, req.model_copy(update={"attempt": attempt}), adapter_for("echo", req.agent), timing=FAST)
+        assert (result.status, result.exit_code) == ("finished", 0), (attempt, result.error)
+    assert len(t.ran(rf"^cd / && exec {re.escape(named)} ")) == 1, "the interpreter that could not start was tried again"
