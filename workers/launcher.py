@@ -44,6 +44,7 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 
 import binascii
 import errno
+import fcntl
 import hashlib
 import hmac
 import json
@@ -401,7 +402,55 @@ def _prepare(req, prep):
             "reaped": reaped}
 
 
+START_LOCK_S = 45.0
+"""How long a start waits for another start of the same attempt folder (whose reap may give an earlier supervisor its
+TERM grace and more, 13 s) before it gives up with a prepare error."""
+
+
+def _start_lock(fleet, root):
+    """An exclusive lock on the starts of the attempt folder ``root``, held from before the reap until the new
+    delivery's running entry is written (the supervisor reports after it): two starts of one attempt at once (a
+    redelivery while the first worker lives) each reaped before the other had an entry, and both agents ran in one
+    folder. One of 256 files under ``.fleet/locks/`` by the folder's hash, so their number stays bounded. Returns the
+    locked fd, or a reason why there is none."""
+    try:
+        folder = os.path.join(fleet, "locks")
+        _makedirs_private(folder)
+        name = "start-%s.lock" % hashlib.sha256(root.encode("utf-8", "surrogatepass")).hexdigest()[:2]
+        fd = os.open(os.path.join(folder, name),
+                     os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600)
+    except OSError as exc:
+        return "%s: %s" % (exc.filename or fleet, exc.strerror or exc)
+    end = time.time() + START_LOCK_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.time() > end:
+                os.close(fd)
+                return "%s: another start of this attempt held its start lock for %.0f s" % (root, START_LOCK_S)
+        except OSError as exc:
+            os.close(fd)
+            return "%s: cannot lock the start: %s" % (root, exc.strerror or exc)
+        time.sleep(0.02)
+
+
 def run(req):
+    lock = None
+    if req.get("prepare") is not None:
+        lock = _start_lock(req["fleet"], req["prepare"]["root"])
+        if not isinstance(lock, int):
+            sys.stdout.write(json.dumps({"prepare_error": lock}) + "\n")
+            return 127
+    try:
+        return _run(req, lock)
+    finally:
+        if lock is not None:
+            os.close(lock)  # the supervisor reported: its running entry is there for the next start's reap
+
+
+def _run(req, lock):
     fleet, token = req["fleet"], req["token"]
     prepared = None
     if req.get("prepare") is not None:
@@ -423,6 +472,8 @@ def run(req):
     if pid == 0:  # the supervisor
         code = 1
         try:
+            if lock is not None:
+                os.close(lock)  # a flock belongs to the open file: this copy would hold it for the whole run
             os.close(read_end)
             os.setsid()  # leave the SSH session: a closed channel does not end the run
             null = os.open(os.devnull, os.O_RDWR)

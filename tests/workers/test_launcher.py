@@ -536,3 +536,39 @@ def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Pat
 def test_launcher_needs_only_the_standard_library() -> None:
     source = LAUNCHER.read_text(encoding="utf-8")
     assert "import harness" not in source and "from harness" not in source and "from workers" not in source
+
+
+def test_two_starts_of_the_same_attempt_at_once_leave_one_agent_running(tmp_path: Path) -> None:
+    """Two deliveries of one attempt started at the same moment (a redelivery while the first worker lives): each
+    start's reap looked before the other had written its running entry, so both agents ran in one attempt folder,
+    or one start failed as the other's removal of the folder ran under it."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    for round_ in range(3):
+        base = tmp_path / "work" / "runs" / f"r{round_}"
+        base.mkdir(parents=True)
+        pair = [Delivery(tmp_path / "work", base, entry={**ident, "cell": f"c{round_}"}) for _ in range(2)]
+        answers: list[subprocess.CompletedProcess[bytes] | None] = [None, None]
+
+        def start(i: int) -> None:
+            # A large prompt: the start's own work (decode, write) takes a while, as a real one on a slow disk does.
+            answers[i] = _start(pair[i], ["sleep", "60"], {"prompt.md": b"x" * 3_000_000})
+
+        threads = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        try:
+            for proc in answers:
+                assert proc is not None and proc.returncode == 0, proc and (proc.stdout[-500:], proc.stderr[-500:])
+            pids = [pair[i].started(answers[i])["pid"] for i in range(2)]  # type: ignore[arg-type]
+            end = time.monotonic() + 15  # the superseded one is given its TERM grace by the later start's reap
+            while all(not gone(p) for p in pids) and time.monotonic() < end:
+                time.sleep(0.05)
+            running = [p for p in pids if not gone(p)]
+            assert len(running) == 1, f"round {round_}: {len(running)} agents of one attempt run"
+            ended = pair[pids.index(next(p for p in pids if gone(p)))]
+            assert ended.exit()["ended_by"] == "superseded"
+        finally:
+            for d in pair:
+                d.call("kill", marker=d.marker, pids={})
