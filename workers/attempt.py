@@ -352,7 +352,9 @@ class _Attempt:
                    "program": self.look_for, "path": self.launch["env"].get("PATH")}
         request = {"key": self.key, "marker": self.marker, "spec": self.launch, "entry": self.entry(),
                    "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s,
-                   "prepare": prepare, "pack": {"root": p.root, "outputs": self.outputs()}}
+                   "prepare": prepare,
+                   # The supervisor's pack ends a little after this worker would stop waiting for it (await_pack).
+                   "pack": {"root": p.root, "outputs": self.outputs(), "limit_s": PACK_TIMEOUT_S + 30}}
         # The bound covers the reap too: an earlier supervisor is given its TERM grace to end its own tree.
         bound = self.timing.start_timeout_s + REAP_ALLOWANCE_S
         try:

@@ -535,10 +535,14 @@ def _supervise(req, here, report_fd):
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
     _set_subreaper()
-    stop = {"why": ""}
+    stop = {"why": "", "packing": False}
 
     def _term(signum, frame):
         stop["why"] = stop["why"] or "terminated"
+        if stop["packing"]:
+            # A later delivery's reap (or a person) asks it to end: the pack is nobody's any more, and the reap would
+            # wait its 13 s for it, then kill it.
+            raise _Stop("stopped while packing (SIGTERM)")
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -655,8 +659,27 @@ def _supervise(req, here, report_fd):
         to_pack = None  # the worker removed the folder already (it stopped the agent and collected)
     if to_pack:
         packed = {"token": token, "ok": False}
+        limit = float(to_pack.get("limit_s") or 0)
+
+        def _too_long(signum, frame):
+            if stop["packing"]:
+                raise _Stop("the pack took over %g s: the worker waits no longer for it" % limit)
+
         try:
-            packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+            # Bounded as the worker's wait for it is (a sparse file of terabytes is made at once, and its hash takes
+            # hours): past it nobody takes this pack, and it would hold a core and its running entry on.
+            if limit > 0 and hasattr(signal, "setitimer"):
+                signal.signal(signal.SIGALRM, _too_long)
+                signal.setitimer(signal.ITIMER_REAL, limit)
+            stop["packing"] = True
+            if stop["why"]:
+                raise _Stop("stopped while packing (SIGTERM)")
+            try:
+                packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+            finally:
+                stop["packing"] = False
+                if limit > 0 and hasattr(signal, "setitimer"):
+                    signal.setitimer(signal.ITIMER_REAL, 0)
         except Exception as exc:  # noqa - the worker packs again itself; the reason stays in launcher.log
             sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
         try:

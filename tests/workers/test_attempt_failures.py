@@ -605,3 +605,13 @@ def test_an_interpreter_the_hosts_python_named_that_cannot_start_alone_is_left_f
         result = run_attempt(t, req.model_copy(update={"attempt": attempt}), adapter_for("echo", req.agent), timing=FAST)
         assert (result.status, result.exit_code) == ("finished", 0), (attempt, result.error)
     assert len(t.ran(rf"^cd / && exec {re.escape(named)} ")) == 1, "the interpreter that could not start was tried again"
+
+
+def test_the_supervisors_pack_is_bounded_a_little_past_the_workers_wait_for_it() -> None:
+    from workers.attempt import PACK_TIMEOUT_S
+
+    req = request()
+    t = healthy_host(req)
+    assert run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST).status == "finished"
+    limit = launcher_request_of(t, "run")["pack"]["limit_s"]
+    assert PACK_TIMEOUT_S < limit <= PACK_TIMEOUT_S + 60, limit

@@ -572,3 +572,53 @@ def test_two_starts_of_the_same_attempt_at_once_leave_one_agent_running(tmp_path
         finally:
             for d in pair:
                 d.call("kill", marker=d.marker, pids={})
+
+
+SPARSE = [sys.executable, "-c", "open('huge.img', 'wb').truncate(32 << 30)"]
+"""An agent that leaves a 32 GiB sparse file: made at once, but its pack hashes 32 GiB of zeros (25 s and more)."""
+
+
+def _packing(d: Delivery, argv: list[str], **pack: object) -> dict:
+    """Start ``argv`` with the supervisor to pack when it ends; returns the exit record, which says it packs."""
+    spec = {"argv": argv, "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    proc = d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry=d.entry,
+                  pack={"root": str(d.base), "outputs": [], **pack})
+    d.started(proc)
+    record = d.exit()
+    assert record["packing"] is True, record
+    return record
+
+
+def test_a_later_start_ends_a_supervisor_still_packing_at_once(tmp_path: Path) -> None:
+    """A redelivery after the worker died mid-pack: the supervisor packed on through the reap's SIGTERM (its handler
+    only noted it), so the new start waited the reap's 13 s for it and then killed it."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    _packing(first, SPARSE)
+    again = Delivery(first.work, first.base, entry=ident)
+    t0 = time.monotonic()
+    proc = _start(again, ["true"], {"prompt.md": b"x"})
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (reaped,) = json.loads(proc.stdout.decode().splitlines()[0])["prepared"]["reaped"]
+    assert reaped["token"] == first.token
+    assert took < 8, f"the start waited {took:.1f} s for a supervisor that was packing"
+    packed = json.loads((first.folder / "packed.json").read_text())
+    assert launcher.verify(first.key, packed, first.token) and packed["ok"] is False, packed
+    assert "stopped while packing" in first.log(), first.log()
+
+
+def test_the_supervisors_pack_ends_at_its_bound(tmp_path: Path) -> None:
+    """The worker stops waiting for the pack after its bound (workers.attempt.PACK_TIMEOUT_S): a supervisor that packed
+    on, unbounded, held its running entry and a core of the host long after nobody would take its pack."""
+    d = delivery(tmp_path)
+    t0 = time.monotonic()
+    _packing(d, SPARSE, limit_s=1)
+    path = d.folder / "packed.json"
+    while not path.exists() and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    packed = json.loads(path.read_text())
+    assert launcher.verify(d.key, packed, d.token) and packed["ok"] is False, packed
+    assert took < 6, f"a pack bound of 1 s ended after {took:.1f} s"
+    assert "the pack took over 1 s" in d.log(), d.log()
