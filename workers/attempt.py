@@ -529,6 +529,27 @@ class _Attempt:
         raise InfrastructureError(f"packing the workspace failed: the supervisor did not end its pack within "
                                   f"{PACK_TIMEOUT_S:.0f} s", host=self.req.host.name)
 
+    def pack_now(self) -> None:
+        """Pack with the launcher's verb when the supervisor did not (the agent was stopped, or its pack failed), before
+        any check runs, so the workspace stored is what the agent left. The verb refuses a folder a later delivery of
+        this attempt has taken (made afresh, its own agent in it): nothing there is this delivery's result."""
+        if self.packed:
+            return
+        p = self.paths
+        assert p is not None
+        r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
+        if r.exit_code == 3:
+            try:
+                answer = json.loads(r.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                answer = None
+            if isinstance(answer, dict) and isinstance(answer.get("superseded"), str):
+                raise SupervisionLost(f"{_ENDED_BY['superseded']} ({answer['superseded'][:300]})",
+                                      host=self.req.host.name)
+        if not r.ok:
+            raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        self.packed = True
+
     def _packed_record(self, out: str) -> bool:
         """Take packed.json's text if the supervisor signed it; a record with a wrong signature is kept as evidence."""
         try:
@@ -571,10 +592,7 @@ class _Attempt:
         # /etc/passwd, to /dev/zero) and hang or keep what the link points at. The supervisor packed already when
         # the agent ended by itself (await_pack); else the pack verb does it now.
         answer_rel = _under(p.root, p.answer_file)
-        if not self.packed:
-            r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
-            if not r.ok:
-                raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        self.pack_now()
         arts: list[Artifact] = []
         stdout, stderr = self._stream("agent.stdout"), self._stream("agent.stderr")
         arts.append(Artifact.of("agent.stdout", stdout))
@@ -708,6 +726,7 @@ class _Attempt:
                 if exit_info.get("signal"):
                     res.error = f"the agent ended by signal {exit_info['signal']}"
             self.await_pack()
+            self.pack_now()
             if self.req.checks:
                 self.run_checks()
             self.collect()

@@ -1080,11 +1080,40 @@ def _pack_nothing(fleet, why):
     _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)], durable=False)
 
 
+def _taken(fleet, token, root):
+    """Why the attempt folder ``root`` is no longer delivery ``token``'s ("" while it is): a later delivery told it to
+    stop (its reap wrote ``stop.json``), or another delivery's agent runs in that folder now (its running entry)."""
+    try:
+        with open(os.path.join(delivery_dir(fleet, token), "stop.json")) as f:
+            stop = json.load(f)
+        return "a later delivery stopped this one: %s" % (stop.get("why") if isinstance(stop, dict) else stop)
+    except (OSError, ValueError):
+        pass
+    running = os.path.join(fleet, "running")
+    for name in sorted(os.listdir(running)) if os.path.isdir(running) else ():
+        try:
+            with open(os.path.join(running, name)) as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            continue
+        other = str(entry.get("token") or "") if isinstance(entry, dict) else ""
+        if other and other != token and entry.get("root") == root \
+                and launcher_alive(int(entry.get("launcher_pid") or 0), other):
+            return "a later delivery runs in %s (%s)" % (root, other)
+    return ""
+
+
 def _pack(req):
     here = delivery_dir(req["fleet"], req["token"])
     if not os.path.isdir(here):
         sys.stderr.write("no delivery folder %s\n" % here)
         return 1
+    # The worker packs with this verb after its agent ended (a supervisor that did not pack): a later delivery of the
+    # attempt may have made the folder afresh meanwhile, and its files are not this delivery's to keep.
+    taken = _taken(req["fleet"], req["token"], req["root"])
+    if taken:
+        sys.stdout.write(json.dumps({"superseded": taken}) + "\n")
+        return 3
     return pack(req["root"], here, req.get("outputs") or ())
 
 

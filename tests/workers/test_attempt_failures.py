@@ -615,3 +615,19 @@ def test_the_supervisors_pack_is_bounded_a_little_past_the_workers_wait_for_it()
     assert run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST).status == "finished"
     limit = launcher_request_of(t, "run")["pack"]["limit_s"]
     assert PACK_TIMEOUT_S < limit <= PACK_TIMEOUT_S + 60, limit
+
+
+def test_a_folder_a_later_delivery_took_before_the_pack_is_supervision_lost_and_no_check_runs_in_it() -> None:
+    """The pack verb refuses an attempt folder a later delivery of the attempt has made afresh (workers/launcher.py
+    _taken): the run was not observed to its end as this delivery's, so nothing of the folder is this delivery's
+    result and no check runs in it (the checks ran before the worker's own pack, in the later delivery's folder)."""
+    check = CheckSpec(name="site", kind="web", spec={"name": "site", "page": "index.html"})
+    req = request(checks=[check])
+    t = healthy_host(req)
+    t.on(PACK, ShellResult(3, '{"superseded": "a later delivery runs in the folder (t2)"}\n', ""))
+    t.on(r"-m harness\.checks\.web ", json.dumps({"name": "site", "kind": "web", "status": "passed", "summary": "ok"}))
+    t.on(r"^rm -rf .*/checks/site && mkdir -p ", "")
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "supervision_lost")
+    assert "a later delivery runs in the folder (t2)" in result.error
+    assert not t.ran(r"-m harness\.checks\.web "), "a check ran in a folder that is another delivery's"

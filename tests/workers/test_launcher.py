@@ -622,3 +622,34 @@ def test_the_supervisors_pack_ends_at_its_bound(tmp_path: Path) -> None:
     assert launcher.verify(d.key, packed, d.token) and packed["ok"] is False, packed
     assert took < 6, f"a pack bound of 1 s ended after {took:.1f} s"
     assert "the pack took over 1 s" in d.log(), d.log()
+
+
+def test_the_pack_verb_refuses_an_attempt_folder_a_later_delivery_took(tmp_path: Path) -> None:
+    """The worker packs with the verb when its supervisor did not (it was superseded mid-pack, or the agent timed
+    out): by then a later delivery of the attempt may have made the folder afresh and run its own agent there, and the
+    earlier delivery's result carried the later one's files as its own."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    first.started(first.run(["true"]))
+    first.exit()
+    (first.base / "workspace" / "mine.txt").write_text("the first delivery's")
+    again = Delivery(first.work, first.base, entry={**ident, "root": str(first.base)})
+    s2 = again.started(_start(again, ["sh", "-c", "echo later > theirs.txt; sleep 30"], {"prompt.md": b"x"}))
+    try:
+        proc = first.call("pack", root=str(first.base))
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert json.loads(proc.stdout)["superseded"].startswith("a later delivery runs in "), proc.stdout
+        assert not (first.folder / "workspace.tar.gz").exists()
+        # Told to stop by that delivery's reap (stop.json), as a supervisor superseded mid-pack is.
+        (first.folder / "stop.json").write_text(json.dumps({"why": "the same attempt delivered again", "by": "t2"}))
+        again.call("kill", marker=again.marker, pids={"agent": s2["pid"], "sid": s2["sid"],
+                                                       "launcher": s2["launcher_pid"]})
+        again.exit()
+        proc = first.call("pack", root=str(first.base))
+        assert proc.returncode == 3 and "the same attempt delivered again" in json.loads(proc.stdout)["superseded"]
+    finally:
+        again.call("kill", marker=again.marker, pids={})
+    own = delivery(tmp_path, "a2", **ident)
+    own.started(own.run(["true"]))
+    own.exit()
+    assert own.call("pack", root=str(own.base)).returncode == 0, "a delivery that still owns its folder packs it"
