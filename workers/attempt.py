@@ -702,6 +702,18 @@ class _Attempt:
                 # Revoked, worker shutting down, or the host lost: never leave the agent running.
                 self._kill_quietly()
                 raise
+            if exit_info is None:
+                # The item's timeout passed before a poll saw the exit record: end the tree, then read the record.
+                self.kill()
+                after = self._exit_after_kill()
+                ran_k = after.get("ran_s")
+                if (after.get("ended_by") == "exit" and isinstance(ran_k, (int, float))
+                        and ran_k <= self.req.item.timeout_s):
+                    # It ended by itself within its time, after the last poll looked (its supervisor packing by then):
+                    # the launcher's measure decides, as for a record read late; the kill found an ended tree.
+                    exit_info = after
+                else:
+                    self.exit_record = after
             ended_by = (exit_info or {}).get("ended_by", "exit")
             if ended_by in ("heartbeat", "superseded", "terminated"):
                 raise SupervisionLost(_ENDED_BY[ended_by], host=self.req.host.name)
@@ -710,10 +722,7 @@ class _Attempt:
             ran = (exit_info or {}).get("ran_s")
             late = ended_by == "exit" and isinstance(ran, (int, float)) and ran > self.req.item.timeout_s
             if exit_info is None or ended_by == "deadline" or late:
-                if exit_info is None:
-                    self.kill()
-                    self.exit_record = self._exit_after_kill()
-                else:
+                if exit_info is not None:
                     self.exit_record = exit_info
                 res.status = "timeout"
                 res.error = (f"the agent ran {ran:.1f} s, past the item's timeout of {self.req.item.timeout_s} s (its end "

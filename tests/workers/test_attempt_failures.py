@@ -631,3 +631,22 @@ def test_a_folder_a_later_delivery_took_before_the_pack_is_supervision_lost_and_
     assert_failure(result, "supervision_lost")
     assert "a later delivery runs in the folder (t2)" in result.error
     assert not t.ran(r"-m harness\.checks\.web "), "a check ran in a folder that is another delivery's"
+
+
+def test_an_agent_that_ended_in_time_but_after_the_last_poll_is_finished_not_timeout() -> None:
+    """The agent ended by itself just inside its timeout, after the last poll looked (its supervisor then packing):
+    the worker's deadline passed, it killed an ended tree and read the exit record, whose own measure said the agent
+    ran within its time, and still recorded a timeout. The launcher's measure decides, as for a record read late."""
+    item = ITEM.model_copy(update={"timeout_s": 1})
+    req = request(item=item)
+    t = healthy_host(req, exit_code=None)  # no poll sees the exit record
+
+    def after_kill(script: str, t: MemoryTransport) -> str:
+        r = launcher_request_of(t, "run")
+        return json.dumps(launcher.sign(r["key"], {"token": r["token"], "exit_code": 3, "signal": None,
+                                                   "ended_by": "exit", "ran_s": 0.98}))
+
+    t.on(r"^cat .*/exit\.json", after_kill)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert (result.status, result.exit_code) == ("finished", 3), (result.status, result.error)
+    assert len(t.ran(KILL)) == 1, "the tree is still ended: the worker could not know it had"
