@@ -129,6 +129,9 @@ def abort_running(why: str) -> int:
     return len(attempts)
 
 
+MAX_FORGED = 20
+"""How many different records that were not taken (a wrong signature or token) are kept as evidence per delivery."""
+
 POLL_TICK_S = 0.01
 """The host-side wait counts in these: the first looks for exit.json come every tick, the later ones every five."""
 
@@ -220,6 +223,8 @@ class _Attempt:
         self.beats = 0
         self.forged: list[str] = []
         """Records in the delivery folder whose signature or token was wrong (ignored, kept as evidence)."""
+        self.forged_more = 0
+        """How many more such records came after the first ``MAX_FORGED`` (counted, not kept)."""
         self.exit_record: dict = {}
         self.streams: dict | None = None
         """streams.json as the launcher's pack wrote it: each output stream's size, sha256 and kept bytes."""
@@ -319,9 +324,21 @@ class _Attempt:
         # -S: the launcher imports only the standard library, and the site module is a third of a Python start.
         # The interpreter the host's python named, once a start said which (a pyenv or asdf shim is a shell script
         # that costs 0.1 s and more on every start, before Python itself starts).
-        python = self.t.memo.get(f"executable {self.py}") or self.py
-        script = f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
-        return self.t.shell(script, timeout=timeout, stdin=(json.dumps(body) + "\n").encode("utf-8"))
+        named = self.t.memo.get(f"executable {self.py}")
+        stdin = (json.dumps(body) + "\n").encode("utf-8")
+        if named:
+            r = self.t.shell(self._launcher_script(named, verb), timeout=timeout, stdin=stdin)
+            if r.exit_code not in (126, 127) or r.stdout.strip():
+                return r
+            # The exec itself failed (126, 127, and no answer line: every launcher error prints one), so nothing ran:
+            # that interpreter is gone (its version was removed or upgraded) or cannot start without what the host's
+            # python gives it (a wrapper that sets the library path). The host's python again, and never that one.
+            del self.t.memo[f"executable {self.py}"]
+            self.t.memo[f"executable refused {self.py}"] = named
+        return self.t.shell(self._launcher_script(self.py, verb), timeout=timeout, stdin=stdin)
+
+    def _launcher_script(self, python: str, verb: str) -> str:
+        return f"cd / && exec {_q(python)} -S -c {_q(launcher.BOOT)} {verb} {self.token}"
 
     def start(self) -> None:
         """One launcher call, one Python start on the host: it ends what earlier deliveries left that this one
@@ -335,7 +352,9 @@ class _Attempt:
                    "program": self.look_for, "path": self.launch["env"].get("PATH")}
         request = {"key": self.key, "marker": self.marker, "spec": self.launch, "entry": self.entry(),
                    "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s,
-                   "prepare": prepare, "pack": {"root": p.root, "outputs": self.outputs()}}
+                   "prepare": prepare,
+                   # The supervisor's pack ends a little after this worker would stop waiting for it (await_pack).
+                   "pack": {"root": p.root, "outputs": self.outputs(), "limit_s": PACK_TIMEOUT_S + 30}}
         # The bound covers the reap too: an earlier supervisor is given its TERM grace to end its own tree.
         bound = self.timing.start_timeout_s + REAP_ALLOWANCE_S
         try:
@@ -362,7 +381,8 @@ class _Attempt:
             raise AgentNotStarted(f"cannot prepare {self.root}: {answer['prepare_error']}", host=self.req.host.name)
         prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
         executable = prepared.get("executable") if prepared is not None else None
-        if isinstance(executable, str) and executable.startswith("/") and "\n" not in executable:
+        if (isinstance(executable, str) and executable.startswith("/") and "\n" not in executable
+                and executable != self.t.memo.get(f"executable refused {self.py}")):
             self.t.memo[f"executable {self.py}"] = executable
         if prepared is not None:
             self.result.host_facts = {
@@ -411,6 +431,7 @@ class _Attempt:
             looks = int(window / POLL_TICK_S)
             # exit.json is renamed into place before the launcher ends: read again after a failed liveness test,
             # so a launcher that just wrote it and ended is never taken for a lost one.
+            asked = time.monotonic()
             out = self.t.shell(poll_script(d, beat, window, launcher_pid), timeout=30 + window).stdout.strip()
             if out == "STOPPED":
                 # Alive but stopped (the agent sent it SIGSTOP): it supervises nothing and will write no exit record.
@@ -433,13 +454,14 @@ class _Attempt:
                     if rest.strip():
                         self._packed_record(rest.strip())
                     return record
-                if out not in self.forged:
-                    self.forged.append(out[:2000])
+                self._keep_forged(out)
             now = time.monotonic()
             if now >= deadline:
                 return None
             if looks == 0:  # a window too short to wait in on the host (the deadline is near): wait here
                 time.sleep(min(0.05, max(0.0, deadline - now)))
+            else:
+                self._wait_out(asked, window, deadline)
             delay = min(delay * 1.5, longest)
 
     def kill(self) -> None:
@@ -496,14 +518,37 @@ class _Attempt:
             if self.aborted:
                 raise AttemptAborted(self.aborted)
             window = max(0.0, min(self.timing.poll_max_s, end - time.monotonic()))
+            asked = time.monotonic()
             out = self.t.shell(poll_script(d, "''", window, launcher_pid, target="packed.json"),
                                timeout=30 + window).stdout.strip()
             if out in ("GONE", "STOPPED"):
                 return
             if out and self._packed_record(out):
                 return
+            self._wait_out(asked, window, end)
         raise InfrastructureError(f"packing the workspace failed: the supervisor did not end its pack within "
                                   f"{PACK_TIMEOUT_S:.0f} s", host=self.req.host.name)
+
+    def pack_now(self) -> None:
+        """Pack with the launcher's verb when the supervisor did not (the agent was stopped, or its pack failed), before
+        any check runs, so the workspace stored is what the agent left. The verb refuses a folder a later delivery of
+        this attempt has taken (made afresh, its own agent in it): nothing there is this delivery's result."""
+        if self.packed:
+            return
+        p = self.paths
+        assert p is not None
+        r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
+        if r.exit_code == 3:
+            try:
+                answer = json.loads(r.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                answer = None
+            if isinstance(answer, dict) and isinstance(answer.get("superseded"), str):
+                raise SupervisionLost(f"{_ENDED_BY['superseded']} ({answer['superseded'][:300]})",
+                                      host=self.req.host.name)
+        if not r.ok:
+            raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        self.packed = True
 
     def _packed_record(self, out: str) -> bool:
         """Take packed.json's text if the supervisor signed it; a record with a wrong signature is kept as evidence."""
@@ -516,9 +561,27 @@ class _Attempt:
             self.pack_answered = True
             self.packed = record.get("ok") is True
             return True
-        if out not in self.forged:
-            self.forged.append(out[:2000])
+        self._keep_forged(out)
         return False
+
+    def _keep_forged(self, out: str) -> None:
+        """Keep a record that was not taken as evidence: its first 2000 characters, each text once, and only the first
+        ``MAX_FORGED`` texts (an agent can write a new one for every poll; the rest are counted)."""
+        text = out[:2000]
+        if text in self.forged:
+            return
+        if len(self.forged) < MAX_FORGED:
+            self.forged.append(text)
+        else:
+            self.forged_more += 1
+
+    def _wait_out(self, asked: float, window: float, until: float) -> None:
+        """A poll that came back before its window without a record that was taken (a file an agent forged, or a folder
+        in a record's place, ends the host's wait at once): wait the rest of the window here, so the host is asked at
+        the poll's pace, not again at once (an agent's forged record made that hundreds of commands a second)."""
+        rest = min(window - (time.monotonic() - asked), until - time.monotonic())
+        if rest > 0:
+            time.sleep(rest)
 
     def collect(self) -> None:
         p = self.paths
@@ -529,10 +592,7 @@ class _Attempt:
         # /etc/passwd, to /dev/zero) and hang or keep what the link points at. The supervisor packed already when
         # the agent ended by itself (await_pack); else the pack verb does it now.
         answer_rel = _under(p.root, p.answer_file)
-        if not self.packed:
-            r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
-            if not r.ok:
-                raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        self.pack_now()
         arts: list[Artifact] = []
         stdout, stderr = self._stream("agent.stdout"), self._stream("agent.stderr")
         arts.append(Artifact.of("agent.stdout", stdout))
@@ -553,7 +613,8 @@ class _Attempt:
                  for name, data in _files_of(self._get(f"{d}/workspace.tar.gz"), self.refused)]
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
         if self.forged:
-            arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged) + "\n").encode()))
+            more = [f"... and {self.forged_more} more records not taken"] if self.forged_more else []
+            arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged + more) + "\n").encode()))
         if self.checks_json is not None:
             arts.append(Artifact.of("checks.json", self.checks_json))
         found = dict(_files_of(self._get(f"{d}/outputs.tar.gz"), self.refused))
@@ -641,6 +702,18 @@ class _Attempt:
                 # Revoked, worker shutting down, or the host lost: never leave the agent running.
                 self._kill_quietly()
                 raise
+            if exit_info is None:
+                # The item's timeout passed before a poll saw the exit record: end the tree, then read the record.
+                self.kill()
+                after = self._exit_after_kill()
+                ran_k = after.get("ran_s")
+                if (after.get("ended_by") == "exit" and isinstance(ran_k, (int, float))
+                        and ran_k <= self.req.item.timeout_s):
+                    # It ended by itself within its time, after the last poll looked (its supervisor packing by then):
+                    # the launcher's measure decides, as for a record read late; the kill found an ended tree.
+                    exit_info = after
+                else:
+                    self.exit_record = after
             ended_by = (exit_info or {}).get("ended_by", "exit")
             if ended_by in ("heartbeat", "superseded", "terminated"):
                 raise SupervisionLost(_ENDED_BY[ended_by], host=self.req.host.name)
@@ -649,10 +722,7 @@ class _Attempt:
             ran = (exit_info or {}).get("ran_s")
             late = ended_by == "exit" and isinstance(ran, (int, float)) and ran > self.req.item.timeout_s
             if exit_info is None or ended_by == "deadline" or late:
-                if exit_info is None:
-                    self.kill()
-                    self.exit_record = self._exit_after_kill()
-                else:
+                if exit_info is not None:
                     self.exit_record = exit_info
                 res.status = "timeout"
                 res.error = (f"the agent ran {ran:.1f} s, past the item's timeout of {self.req.item.timeout_s} s (its end "
@@ -665,6 +735,7 @@ class _Attempt:
                 if exit_info.get("signal"):
                     res.error = f"the agent ended by signal {exit_info['signal']}"
             self.await_pack()
+            self.pack_now()
             if self.req.checks:
                 self.run_checks()
             self.collect()

@@ -44,6 +44,7 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 
 import binascii
 import errno
+import fcntl
 import hashlib
 import hmac
 import json
@@ -401,7 +402,55 @@ def _prepare(req, prep):
             "reaped": reaped}
 
 
+START_LOCK_S = 45.0
+"""How long a start waits for another start of the same attempt folder (whose reap may give an earlier supervisor its
+TERM grace and more, 13 s) before it gives up with a prepare error."""
+
+
+def _start_lock(fleet, root):
+    """An exclusive lock on the starts of the attempt folder ``root``, held from before the reap until the new
+    delivery's running entry is written (the supervisor reports after it): two starts of one attempt at once (a
+    redelivery while the first worker lives) each reaped before the other had an entry, and both agents ran in one
+    folder. One of 256 files under ``.fleet/locks/`` by the folder's hash, so their number stays bounded. Returns the
+    locked fd, or a reason why there is none."""
+    try:
+        folder = os.path.join(fleet, "locks")
+        _makedirs_private(folder)
+        name = "start-%s.lock" % hashlib.sha256(root.encode("utf-8", "surrogatepass")).hexdigest()[:2]
+        fd = os.open(os.path.join(folder, name),
+                     os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600)
+    except OSError as exc:
+        return "%s: %s" % (exc.filename or fleet, exc.strerror or exc)
+    end = time.time() + START_LOCK_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.time() > end:
+                os.close(fd)
+                return "%s: another start of this attempt held its start lock for %.0f s" % (root, START_LOCK_S)
+        except OSError as exc:
+            os.close(fd)
+            return "%s: cannot lock the start: %s" % (root, exc.strerror or exc)
+        time.sleep(0.02)
+
+
 def run(req):
+    lock = None
+    if req.get("prepare") is not None:
+        lock = _start_lock(req["fleet"], req["prepare"]["root"])
+        if not isinstance(lock, int):
+            sys.stdout.write(json.dumps({"prepare_error": lock}) + "\n")
+            return 127
+    try:
+        return _run(req, lock)
+    finally:
+        if lock is not None:
+            os.close(lock)  # the supervisor reported: its running entry is there for the next start's reap
+
+
+def _run(req, lock):
     fleet, token = req["fleet"], req["token"]
     prepared = None
     if req.get("prepare") is not None:
@@ -423,6 +472,8 @@ def run(req):
     if pid == 0:  # the supervisor
         code = 1
         try:
+            if lock is not None:
+                os.close(lock)  # a flock belongs to the open file: this copy would hold it for the whole run
             os.close(read_end)
             os.setsid()  # leave the SSH session: a closed channel does not end the run
             null = os.open(os.devnull, os.O_RDWR)
@@ -484,10 +535,14 @@ def _supervise(req, here, report_fd):
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
     _set_subreaper()
-    stop = {"why": ""}
+    stop = {"why": "", "packing": False}
 
     def _term(signum, frame):
         stop["why"] = stop["why"] or "terminated"
+        if stop["packing"]:
+            # A later delivery's reap (or a person) asks it to end: the pack is nobody's any more, and the reap would
+            # wait its 13 s for it, then kill it.
+            raise _Stop("stopped while packing (SIGTERM)")
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -604,8 +659,27 @@ def _supervise(req, here, report_fd):
         to_pack = None  # the worker removed the folder already (it stopped the agent and collected)
     if to_pack:
         packed = {"token": token, "ok": False}
+        limit = float(to_pack.get("limit_s") or 0)
+
+        def _too_long(signum, frame):
+            if stop["packing"]:
+                raise _Stop("the pack took over %g s: the worker waits no longer for it" % limit)
+
         try:
-            packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+            # Bounded as the worker's wait for it is (a sparse file of terabytes is made at once, and its hash takes
+            # hours): past it nobody takes this pack, and it would hold a core and its running entry on.
+            if limit > 0 and hasattr(signal, "setitimer"):
+                signal.signal(signal.SIGALRM, _too_long)
+                signal.setitimer(signal.ITIMER_REAL, limit)
+            stop["packing"] = True
+            if stop["why"]:
+                raise _Stop("stopped while packing (SIGTERM)")
+            try:
+                packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+            finally:
+                stop["packing"] = False
+                if limit > 0 and hasattr(signal, "setitimer"):
+                    signal.setitimer(signal.ITIMER_REAL, 0)
         except Exception as exc:  # noqa - the worker packs again itself; the reason stays in launcher.log
             sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
         try:
@@ -1006,11 +1080,40 @@ def _pack_nothing(fleet, why):
     _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)], durable=False)
 
 
+def _taken(fleet, token, root):
+    """Why the attempt folder ``root`` is no longer delivery ``token``'s ("" while it is): a later delivery told it to
+    stop (its reap wrote ``stop.json``), or another delivery's agent runs in that folder now (its running entry)."""
+    try:
+        with open(os.path.join(delivery_dir(fleet, token), "stop.json")) as f:
+            stop = json.load(f)
+        return "a later delivery stopped this one: %s" % (stop.get("why") if isinstance(stop, dict) else stop)
+    except (OSError, ValueError):
+        pass
+    running = os.path.join(fleet, "running")
+    for name in sorted(os.listdir(running)) if os.path.isdir(running) else ():
+        try:
+            with open(os.path.join(running, name)) as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            continue
+        other = str(entry.get("token") or "") if isinstance(entry, dict) else ""
+        if other and other != token and entry.get("root") == root \
+                and launcher_alive(int(entry.get("launcher_pid") or 0), other):
+            return "a later delivery runs in %s (%s)" % (root, other)
+    return ""
+
+
 def _pack(req):
     here = delivery_dir(req["fleet"], req["token"])
     if not os.path.isdir(here):
         sys.stderr.write("no delivery folder %s\n" % here)
         return 1
+    # The worker packs with this verb after its agent ended (a supervisor that did not pack): a later delivery of the
+    # attempt may have made the folder afresh meanwhile, and its files are not this delivery's to keep.
+    taken = _taken(req["fleet"], req["token"], req["root"])
+    if taken:
+        sys.stdout.write(json.dumps({"superseded": taken}) + "\n")
+        return 3
     return pack(req["root"], here, req.get("outputs") or ())
 
 

@@ -504,3 +504,149 @@ def test_a_host_whose_sleep_takes_whole_seconds_only_keeps_the_polls_window(tmp_
     assert out.returncode == 0 and out.stdout.strip() == "", out
     assert (delivery / "heartbeat").read_text() == "beat-1"
     assert took < 5, f"a 1 s window took {took:.1f} s"
+
+
+def test_a_forged_record_that_stays_in_place_is_polled_at_the_polls_pace_and_kept_once() -> None:
+    """A record an agent forged stays where the host's poll looks: the host's loop ended at once on every poll, and
+    the worker asked again at once (hundreds of commands a second for the agent's whole run), keeping each copy of a
+    record over 2000 bytes once more (its kept text never equalled the whole), without bound."""
+    import time
+
+    req = request()
+    t = healthy_host(req, exit_code=7)
+    forged = json.dumps({"token": "x", "exit_code": 0, "pad": "x" * 3000, "mac": "0" * 64})
+    t0 = time.monotonic()
+
+    def poll(script: str, t: MemoryTransport) -> str:
+        if time.monotonic() - t0 < 0.5:
+            return forged
+        here = re.match(r"cd (\S+) ", script)
+        assert here is not None
+        return t.files[f"{here.group(1)}/exit.json"].decode()
+
+    t.on(POLL, poll)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=Timing(start_timeout_s=2.0, poll_min_s=0.05,
+                                                                                poll_max_s=0.05))
+    assert (result.status, result.exit_code) == ("finished", 7), result.error
+    assert len(t.ran(POLL)) < 40, f"{len(t.ran(POLL))} polls in 0.5 s of a 50 ms poll"
+    files = {a.name: a.data() for a in result.artifacts}
+    assert files["harness/forged-records.txt"] == forged[:2000].encode() + b"\n"
+
+
+def test_a_forged_packed_record_is_polled_at_the_polls_pace_until_the_true_one_comes() -> None:
+    import time
+
+    req = request()
+    t = healthy_host(req)
+    t0 = time.monotonic()
+
+    def launch(script: str, t: MemoryTransport) -> str:
+        r = launcher_request(t)
+        here = f"{r['fleet']}/deliveries/{r['token']}"
+        out = b"done\n"
+        record = {"token": r["token"], "exit_code": 0, "signal": None, "ended_by": "exit", "packing": True,
+                  "agent.stdout": {"size": len(out), "sha256": hashlib.sha256(out).hexdigest()}}
+        t.files[f"{here}/exit.json"] = json.dumps(launcher.sign(r["key"], record)).encode()
+        t.files[f"{here}/agent.stdout"] = out
+        t.files[f"{here}/packed.json"] = json.dumps(launcher.sign(r["key"], {"token": r["token"], "ok": True})).encode()
+        started = launcher.sign(r["key"], {"token": r["token"], "pid": 4242, "pgid": 4242, "sid": 4242,
+                                           "launcher_pid": 4241})
+        return json.dumps({"started": started}) + "\n"
+
+    def packed(script: str, t: MemoryTransport) -> str:
+        if time.monotonic() - t0 < 0.5:
+            return json.dumps({"token": "x", "ok": True, "mac": "0" * 64})  # an agent's, in the delivery folder
+        here = re.match(r"cd (\S+) ", script)
+        assert here is not None
+        return t.files[f"{here.group(1)}/packed.json"].decode()
+
+    t.on(r"' run [0-9a-f]+$", launch).on(r"cat packed\.json", packed)
+    # The poll that sees exit.json finds no packed.json yet: the worker waits for it (await_pack).
+    t.on(POLL, lambda script, t: t.files[f"{delivery_of(t)}/exit.json"].decode())
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=Timing(start_timeout_s=2.0, poll_min_s=0.05,
+                                                                                poll_max_s=0.05))
+    assert result.status == "finished", result.error
+    waits = [s for s in t.ran(r"cat packed\.json") if "exit.json" not in s]  # await_pack's polls, not the wait's
+    assert len(waits) < 40, f"{len(waits)} polls in 0.5 s of a 50 ms poll"
+    assert not t.ran(PACK), "the supervisor's signed packed.json was taken: no pack of the worker's own"
+
+
+def test_forged_records_are_kept_up_to_a_bound_and_the_rest_counted() -> None:
+    """An agent can write a new forged record for every poll: the evidence kept must not grow with them."""
+    from workers.attempt import MAX_FORGED
+
+    req = request()
+    t = healthy_host(req, exit_code=0)
+    polls: list[str] = []
+
+    def poll(script: str, t: MemoryTransport) -> str:
+        polls.append(script)
+        if len(polls) <= MAX_FORGED + 5:
+            return json.dumps({"token": "x", "exit_code": len(polls), "mac": "0" * 64})
+        return t.files[f"{delivery_of(t)}/exit.json"].decode()
+
+    t.on(POLL, poll)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert result.status == "finished", result.error
+    lines = {a.name: a.data() for a in result.artifacts}["harness/forged-records.txt"].decode().splitlines()
+    assert len(lines) == MAX_FORGED + 1 and lines[-1] == "... and 5 more records not taken", lines[-3:]
+
+
+def test_an_interpreter_the_hosts_python_named_that_cannot_start_alone_is_left_for_the_hosts_python() -> None:
+    """A host python that is a wrapper its interpreter needs (it sets the library path): the interpreter named in the
+    start's facts cannot start on its own (exit 127, nothing on stdout). Each launcher call must still run, once
+    through the host's python, and that interpreter is not tried again."""
+    req = request()
+    t = healthy_host(req)
+    named = "/usr/bin/python3.12"  # what healthy_host's start says sys.executable is
+    t.on(rf"^cd / && exec {re.escape(named)} ", ShellResult(127, "", f"{named}: error while loading shared libraries: "
+                                                                     "libpython3.12.so.1.0: cannot open shared object file"))
+    for attempt in (1, 2, 3):
+        result = run_attempt(t, req.model_copy(update={"attempt": attempt}), adapter_for("echo", req.agent), timing=FAST)
+        assert (result.status, result.exit_code) == ("finished", 0), (attempt, result.error)
+    assert len(t.ran(rf"^cd / && exec {re.escape(named)} ")) == 1, "the interpreter that could not start was tried again"
+
+
+def test_the_supervisors_pack_is_bounded_a_little_past_the_workers_wait_for_it() -> None:
+    from workers.attempt import PACK_TIMEOUT_S
+
+    req = request()
+    t = healthy_host(req)
+    assert run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST).status == "finished"
+    limit = launcher_request_of(t, "run")["pack"]["limit_s"]
+    assert PACK_TIMEOUT_S < limit <= PACK_TIMEOUT_S + 60, limit
+
+
+def test_a_folder_a_later_delivery_took_before_the_pack_is_supervision_lost_and_no_check_runs_in_it() -> None:
+    """The pack verb refuses an attempt folder a later delivery of the attempt has made afresh (workers/launcher.py
+    _taken): the run was not observed to its end as this delivery's, so nothing of the folder is this delivery's
+    result and no check runs in it (the checks ran before the worker's own pack, in the later delivery's folder)."""
+    check = CheckSpec(name="site", kind="web", spec={"name": "site", "page": "index.html"})
+    req = request(checks=[check])
+    t = healthy_host(req)
+    t.on(PACK, ShellResult(3, '{"superseded": "a later delivery runs in the folder (t2)"}\n', ""))
+    t.on(r"-m harness\.checks\.web ", json.dumps({"name": "site", "kind": "web", "status": "passed", "summary": "ok"}))
+    t.on(r"^rm -rf .*/checks/site && mkdir -p ", "")
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "supervision_lost")
+    assert "a later delivery runs in the folder (t2)" in result.error
+    assert not t.ran(r"-m harness\.checks\.web "), "a check ran in a folder that is another delivery's"
+
+
+def test_an_agent_that_ended_in_time_but_after_the_last_poll_is_finished_not_timeout() -> None:
+    """The agent ended by itself just inside its timeout, after the last poll looked (its supervisor then packing):
+    the worker's deadline passed, it killed an ended tree and read the exit record, whose own measure said the agent
+    ran within its time, and still recorded a timeout. The launcher's measure decides, as for a record read late."""
+    item = ITEM.model_copy(update={"timeout_s": 1})
+    req = request(item=item)
+    t = healthy_host(req, exit_code=None)  # no poll sees the exit record
+
+    def after_kill(script: str, t: MemoryTransport) -> str:
+        r = launcher_request_of(t, "run")
+        return json.dumps(launcher.sign(r["key"], {"token": r["token"], "exit_code": 3, "signal": None,
+                                                   "ended_by": "exit", "ran_s": 0.98}))
+
+    t.on(r"^cat .*/exit\.json", after_kill)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert (result.status, result.exit_code) == ("finished", 3), (result.status, result.error)
+    assert len(t.ran(KILL)) == 1, "the tree is still ended: the worker could not know it had"

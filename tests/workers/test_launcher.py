@@ -536,3 +536,120 @@ def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Pat
 def test_launcher_needs_only_the_standard_library() -> None:
     source = LAUNCHER.read_text(encoding="utf-8")
     assert "import harness" not in source and "from harness" not in source and "from workers" not in source
+
+
+def test_two_starts_of_the_same_attempt_at_once_leave_one_agent_running(tmp_path: Path) -> None:
+    """Two deliveries of one attempt started at the same moment (a redelivery while the first worker lives): each
+    start's reap looked before the other had written its running entry, so both agents ran in one attempt folder,
+    or one start failed as the other's removal of the folder ran under it."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    for round_ in range(3):
+        base = tmp_path / "work" / "runs" / f"r{round_}"
+        base.mkdir(parents=True)
+        pair = [Delivery(tmp_path / "work", base, entry={**ident, "cell": f"c{round_}"}) for _ in range(2)]
+        answers: list[subprocess.CompletedProcess[bytes] | None] = [None, None]
+
+        def start(i: int) -> None:
+            # A large prompt: the start's own work (decode, write) takes a while, as a real one on a slow disk does.
+            answers[i] = _start(pair[i], ["sleep", "60"], {"prompt.md": b"x" * 3_000_000})
+
+        threads = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        try:
+            for proc in answers:
+                assert proc is not None and proc.returncode == 0, proc and (proc.stdout[-500:], proc.stderr[-500:])
+            pids = [pair[i].started(answers[i])["pid"] for i in range(2)]  # type: ignore[arg-type]
+            end = time.monotonic() + 15  # the superseded one is given its TERM grace by the later start's reap
+            while all(not gone(p) for p in pids) and time.monotonic() < end:
+                time.sleep(0.05)
+            running = [p for p in pids if not gone(p)]
+            assert len(running) == 1, f"round {round_}: {len(running)} agents of one attempt run"
+            ended = pair[pids.index(next(p for p in pids if gone(p)))]
+            assert ended.exit()["ended_by"] == "superseded"
+        finally:
+            for d in pair:
+                d.call("kill", marker=d.marker, pids={})
+
+
+SPARSE = [sys.executable, "-c", "open('huge.img', 'wb').truncate(32 << 30)"]
+"""An agent that leaves a 32 GiB sparse file: made at once, but its pack hashes 32 GiB of zeros (25 s and more)."""
+
+
+def _packing(d: Delivery, argv: list[str], **pack: object) -> dict:
+    """Start ``argv`` with the supervisor to pack when it ends; returns the exit record, which says it packs."""
+    spec = {"argv": argv, "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    proc = d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry=d.entry,
+                  pack={"root": str(d.base), "outputs": [], **pack})
+    d.started(proc)
+    record = d.exit()
+    assert record["packing"] is True, record
+    return record
+
+
+def test_a_later_start_ends_a_supervisor_still_packing_at_once(tmp_path: Path) -> None:
+    """A redelivery after the worker died mid-pack: the supervisor packed on through the reap's SIGTERM (its handler
+    only noted it), so the new start waited the reap's 13 s for it and then killed it."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    _packing(first, SPARSE)
+    again = Delivery(first.work, first.base, entry=ident)
+    t0 = time.monotonic()
+    proc = _start(again, ["true"], {"prompt.md": b"x"})
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (reaped,) = json.loads(proc.stdout.decode().splitlines()[0])["prepared"]["reaped"]
+    assert reaped["token"] == first.token
+    assert took < 8, f"the start waited {took:.1f} s for a supervisor that was packing"
+    packed = json.loads((first.folder / "packed.json").read_text())
+    assert launcher.verify(first.key, packed, first.token) and packed["ok"] is False, packed
+    assert "stopped while packing" in first.log(), first.log()
+
+
+def test_the_supervisors_pack_ends_at_its_bound(tmp_path: Path) -> None:
+    """The worker stops waiting for the pack after its bound (workers.attempt.PACK_TIMEOUT_S): a supervisor that packed
+    on, unbounded, held its running entry and a core of the host long after nobody would take its pack."""
+    d = delivery(tmp_path)
+    t0 = time.monotonic()
+    _packing(d, SPARSE, limit_s=1)
+    path = d.folder / "packed.json"
+    while not path.exists() and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    packed = json.loads(path.read_text())
+    assert launcher.verify(d.key, packed, d.token) and packed["ok"] is False, packed
+    assert took < 6, f"a pack bound of 1 s ended after {took:.1f} s"
+    assert "the pack took over 1 s" in d.log(), d.log()
+
+
+def test_the_pack_verb_refuses_an_attempt_folder_a_later_delivery_took(tmp_path: Path) -> None:
+    """The worker packs with the verb when its supervisor did not (it was superseded mid-pack, or the agent timed
+    out): by then a later delivery of the attempt may have made the folder afresh and run its own agent there, and the
+    earlier delivery's result carried the later one's files as its own."""
+    ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
+    first = delivery(tmp_path, "a1", **ident)
+    first.started(first.run(["true"]))
+    first.exit()
+    (first.base / "workspace" / "mine.txt").write_text("the first delivery's")
+    again = Delivery(first.work, first.base, entry={**ident, "root": str(first.base)})
+    s2 = again.started(_start(again, ["sh", "-c", "echo later > theirs.txt; sleep 30"], {"prompt.md": b"x"}))
+    try:
+        proc = first.call("pack", root=str(first.base))
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert json.loads(proc.stdout)["superseded"].startswith("a later delivery runs in "), proc.stdout
+        assert not (first.folder / "workspace.tar.gz").exists()
+        # Told to stop by that delivery's reap (stop.json), as a supervisor superseded mid-pack is.
+        (first.folder / "stop.json").write_text(json.dumps({"why": "the same attempt delivered again", "by": "t2"}))
+        again.call("kill", marker=again.marker, pids={"agent": s2["pid"], "sid": s2["sid"],
+                                                       "launcher": s2["launcher_pid"]})
+        again.exit()
+        proc = first.call("pack", root=str(first.base))
+        assert proc.returncode == 3 and "the same attempt delivered again" in json.loads(proc.stdout)["superseded"]
+    finally:
+        again.call("kill", marker=again.marker, pids={})
+    own = delivery(tmp_path, "a2", **ident)
+    own.started(own.run(["true"]))
+    own.exit()
+    assert own.call("pack", root=str(own.base)).returncode == 0, "a delivery that still owns its folder packs it"
