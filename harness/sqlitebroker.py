@@ -9,6 +9,8 @@ scheme of its own (``fleet-sqla+sqlite:///...``). A poll is one indexed SELECT p
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport.sqlalchemy import Transport as _SQLAlchemyTransport
 
@@ -25,13 +27,13 @@ DRAIN_MAX_S = 0.2
 class Transport(_SQLAlchemyTransport):
     polling_interval = POLLING_INTERVAL_S
 
-    def drain_events(self, connection: object, timeout: float | None = None) -> None:
+    def drain_events(self, connection: Any, timeout: Any = None) -> Any:  # type: ignore[override]
         # Celery's loop for a polled transport waits up to 2 s for a message and only then sees that the worker is
         # to stop: every embedded sweep's end waited out the rest of that wait. A shorter wait, looked at again
         # and again, changes nothing else: no message means socket.timeout either way, and the loop goes round.
         if timeout is not None:
             timeout = min(timeout, DRAIN_MAX_S)
-        super().drain_events(connection, timeout=timeout)
+        return super().drain_events(connection, timeout=timeout)
 
 
 def register() -> None:
