@@ -66,7 +66,8 @@ REASONS: dict[str, Reason] = {
                "connecting again would only talk to the impostor again", errors.HostKeyMismatch),
         Reason("host_lost", True, "the connection died mid-run: the host may come back", errors.HostLost),
         Reason("supervision_lost", True, "the run was not supervised to its end (its launcher died, a later "
-               "delivery of its attempt or slot ended it, or the worker's heartbeat stopped): nothing was measured",
+               "delivery of its attempt or slot ended it or took its attempt folder before it was packed, or the "
+               "worker's heartbeat stopped): nothing was measured",
                errors.SupervisionLost),
         Reason("agent_not_started", True, "the launcher reported no start in time: a slow or busy host",
                errors.AgentNotStarted),

@@ -102,6 +102,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         # default gives up after 20 tries; the coordinator would then wait for a result that never comes.
         backend_options["retry_policy"] = {"max_retries": outage + 5, "interval_start": 0, "interval_step": 0.5,
                                            "interval_max": 1}
+    previous_backend = app.conf.result_backend
     app.conf.update(
         broker_url=settings.celery_broker,
         result_backend=settings.celery_backend,
@@ -117,6 +118,12 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         # coordinator keeps its bound), instead of shutting down after a few tries.
         broker_connection_max_retries=None if worker else 3,
     )
+    if previous_backend != settings.celery_backend:
+        # The app builds its result backend on first use and keeps it: configured again in one process (a test, a
+        # service running sweeps with other settings), it went on storing and reading results in the first one.
+        # (Celery keeps it app-wide when it is thread-safe, else per thread: this thread's is dropped.)
+        app._backend_cache = None
+        vars(app._local).pop("backend", None)
     _settings = settings
     return app
 

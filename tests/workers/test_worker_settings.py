@@ -37,6 +37,17 @@ def _restore_app():  # type: ignore[no-untyped-def]
     workers.app._settings = before
 
 
+def test_configured_again_the_app_stores_results_in_the_new_backend(tmp_path: Path) -> None:
+    """The app keeps the result backend it built first: a process configured for the embedded default and then for
+    Redis stored results in the SQLite file while the coordinator listened on Redis (a wait that never woke)."""
+    app = workers.app.configure(Settings.resolve({"runs": tmp_path / "runs"}, {}))
+    assert type(app.backend).__name__ == "DatabaseBackend"
+    workers.app.configure(Settings.resolve({"runs": tmp_path / "runs", "broker_url": "redis://127.0.0.1:1/0"}, {}))
+    assert type(app.backend).__name__ == "RedisBackend"
+    workers.app.configure(Settings.resolve({"runs": tmp_path / "runs"}, {}))
+    assert type(app.backend).__name__ == "DatabaseBackend"
+
+
 def test_configure_gives_the_tasks_their_settings_and_leaves_the_environment_alone(tmp_path: Path) -> None:
     before = dict(os.environ)
     s = Settings.resolve({"runs": tmp_path / "runs", "broker_url": "redis://127.0.0.1:1/0"}, {"FLEET_NAMESPACE": "ns"})
