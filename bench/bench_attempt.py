@@ -41,6 +41,8 @@ from workers.adapters.registry import adapter_for  # noqa: E402
 from workers.attempt import run_attempt  # noqa: E402
 from workers.transport import connect_for  # noqa: E402
 from workers.transport.base import Transport  # noqa: E402
+from bench.record import record  # noqa: E402
+from tests.integration.conftest import write_prompts  # noqa: E402
 
 
 def _ms(xs: list[float]) -> dict[str, float]:
@@ -141,11 +143,7 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
     inv = tmp / "celery-inv.toml"
     inv.write_text("schema_version = 1\n" + host_toml)
     prompts = tmp / "prompts"
-    for i in range(cells):
-        d = prompts / "open" / f"{i:03d}-noop"
-        d.mkdir(parents=True)
-        (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
-        (d / "prompt.md").write_text("do nothing\n")
+    write_prompts(prompts, {f"{i:03d}-noop": "do nothing\n" for i in range(cells)}, timeout_s=60)
     worker = Worker(tmp, redis.url, namespace, ["bench"], inv)
     walls: dict[int, list[float]] = {}
     try:
@@ -214,11 +212,7 @@ def main() -> int:
     print(f"through Celery (Redis, one fleet worker): {sweep['per_attempt_ms']} ms per attempt, {sweep['fixed_s']} s once "
           f"per sweep; floor {row['sweep_floor_ms']} ms (raw + a Celery round trip of {c['median_ms']} ms): "
           f"{row['sweep_ratio']}x")
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["attempt_ssh"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "attempt_ssh", row)
     return 0
 
 

@@ -27,6 +27,7 @@ from harness.blobs import BlobStore  # noqa: E402
 from harness.records import Artifact, AttemptResult, utc_now  # noqa: E402
 from harness.settings import Settings  # noqa: E402
 from tests.integration.fleetkit import RedisServer  # noqa: E402
+from bench.record import record  # noqa: E402
 
 
 def peak_mb(mode: str, size: int, tmp: Path) -> float:
@@ -82,11 +83,7 @@ def main() -> int:
     row = {"artifact_mb": args.mb, "redis_peak_mb": one("blob"), "baseline_inline_redis_peak_mb": one("inline"),
            "measured_at": utc_now()}
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["blobs"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "blobs", row)
     return 0
 
 

@@ -22,6 +22,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import RedisServer  # noqa: E402
+from bench.record import record  # noqa: E402
+from tests.integration.conftest import write_prompts  # noqa: E402
 
 INVENTORY = """schema_version = 1
 [hosts.bench]
@@ -43,11 +45,7 @@ def sweep(mode: str, cells: int, slots: int, tmp: Path, env: dict[str, str], rep
     inv.write_text(INVENTORY.format(work=tmp / f"work-{mode}", slots=slots))
     prompts = tmp / "prompts"
     if not prompts.exists():
-        for i in range(cells):
-            d = prompts / "open" / f"{i:03d}-cell"
-            d.mkdir(parents=True)
-            (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
-            (d / "prompt.md").write_text("do nothing\n")
+        write_prompts(prompts, {f"{i:03d}-cell": "do nothing\n" for i in range(cells)}, timeout_s=60)
     t0 = time.perf_counter()
     r = fleet(["sweep", "-i", str(inv), "--prompts", str(prompts), "--runs", str(tmp / f"runs-{mode}-{repeat}"),
                "--repeat", str(repeat), "--json"], env)
@@ -99,13 +97,9 @@ def main() -> None:
         print(f"{r['mode']:>8}: {r['cells']} attempts in {r['wall_s']:.1f} s ({r['cells'] * 2} in {r['wall_2n_s']:.1f} s), "
               f"{r['per_attempt_per_slot_s']:.2f} s per attempt per slot, {r['fixed_s']:.1f} s once per sweep "
               f"(load average {os.getloadavg()[0]:.1f})")
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["dispatch"] = {"cells": args.cells, "slots": args.slots,
+    record(args.json_path, "dispatch", {"cells": args.cells, "slots": args.slots,
                             "runs": [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in results],
-                            "load_average": os.getloadavg()[0], "measured_at": utc_now()}
-        path.write_text(json.dumps(data, indent=1) + "\n")
+                            "load_average": os.getloadavg()[0], "measured_at": utc_now()})
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.record import record  # noqa: E402
+from tests.integration.conftest import write_prompts  # noqa: E402
 
 INVENTORY = """schema_version = 1
 [hosts.bench]
@@ -50,11 +54,7 @@ def main() -> int:
         tmp = Path(d)
         inv = tmp / "inv.toml"
         inv.write_text(INVENTORY.format(work=tmp / "work", sleep=args.sleep))
-        for i in range(args.cells):
-            item = tmp / "prompts" / "open" / f"{i:03d}-cell"
-            item.mkdir(parents=True)
-            (item / "item.toml").write_text('schema_version = 1\ntitle = "sleep"\ntimeout_s = 60\n')
-            (item / "prompt.md").write_text("wait\n")
+        write_prompts(tmp / "prompts", {f"{i:03d}-cell": "wait\n" for i in range(args.cells)}, timeout_s=60)
         runs = tmp / "runs"
         proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", "-i", str(inv), "--prompts",
                                str(tmp / "prompts"), "--runs", str(runs), "--json"], cwd=REPO, env=env,
@@ -74,11 +74,7 @@ def main() -> int:
            "makespan_over_agent_time": round(makespan / ran, 3), "mean_gap_s": round(statistics.mean(gaps), 3),
            "max_gap_s": round(max(gaps), 3), "floor_ratio": 1.0, "floor_gap_s": 0.0}
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["gap"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "gap", row)
     return 0
 
 

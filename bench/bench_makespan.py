@@ -31,6 +31,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import FLEET, RedisServer, SSHHost, Worker, fleet_env, keygen  # noqa: E402
+from bench.record import record  # noqa: E402
+from tests.integration.conftest import write_prompts  # noqa: E402
 
 DURATIONS = (0.5, 1.0, 2.0, 3.0, 4.5)
 """Each item's agent sleeps one of these (item i: DURATIONS[i % 5]): a mix of short and long attempts."""
@@ -60,11 +62,8 @@ def main() -> int:
     inv = tmp / "inv.toml"
     inv.write_text("schema_version = 1\n" + "".join(h.toml(key, agent=AGENT) for h in hosts))
     prompts = tmp / "prompts"
-    for i in range(args.items):
-        d = prompts / "open" / f"{i:03d}-sleep"
-        d.mkdir(parents=True)
-        (d / "item.toml").write_text('schema_version = 1\ntitle = "sleep"\ntimeout_s = 60\n')
-        (d / "prompt.md").write_text(f"{DURATIONS[i % len(DURATIONS)]}\n")
+    write_prompts(prompts, {f"{i:03d}-sleep": f"{DURATIONS[i % len(DURATIONS)]}\n" for i in range(args.items)},
+                  timeout_s=60)
     worker = Worker(tmp, redis.url, namespace, [h.name for h in hosts], inv, concurrency=args.hosts)
     runs = tmp / "runs"
     try:
@@ -109,11 +108,7 @@ def main() -> int:
         "load_average": os.getloadavg()[0], "measured_at": utc_now(),
     }
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["makespan"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "makespan", row)
     return 0
 
 

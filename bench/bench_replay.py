@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import record  # noqa: E402
 from harness.guard.budget import RunProgressBudget  # noqa: E402
 from harness.guard.policy import BudgetLimits, GuardPolicy  # noqa: E402
 from harness.guard.verdict import recognize  # noqa: E402
@@ -162,11 +163,7 @@ def main() -> int:
         "measured_at": utc_now(),
     }
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["replay"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "replay", row)
     return 0
 
 

@@ -28,6 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import FLEET, RedisServer, Worker, children_of, fleet_env  # noqa: E402
+from bench.record import record  # noqa: E402
+from tests.integration.conftest import write_prompts  # noqa: E402
 
 HOST = """[hosts.{name}]
 transport = "local"
@@ -82,11 +84,7 @@ def sweep(tmp: Path, redis: RedisServer, namespace: str, inv: Path, cells: int, 
     if not 0 < items < 1000:
         raise SystemExit(f"{cells} cells on {hosts} hosts: 1 to 999 items per host (open prompts are numbered NN or NNN)")
     prompts = tmp / f"prompts-{tag}"
-    for i in range(items):
-        d = prompts / "open" / f"{i:03d}-noop"
-        d.mkdir(parents=True)
-        (d / "item.toml").write_text('schema_version = 1\ntitle = "noop"\ntimeout_s = 60\n')
-        (d / "prompt.md").write_text("do nothing\n")
+    write_prompts(prompts, {f"{i:03d}-noop": "do nothing\n" for i in range(items)}, timeout_s=60)
     start = time.perf_counter()
     # Its --json output goes to a file: a pipe read only at the end fills and stops the sweep in its last write.
     out_path, err_path = tmp / f"sweep-{tag}.json", tmp / f"sweep-{tag}.err"
@@ -141,11 +139,7 @@ def main() -> int:
            "worker_peak_mb": round(worker_peak.rss_kb / 1024), "load_average": os.getloadavg()[0],
            "measured_at": utc_now()}
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["scale"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "scale", row)
     return 0
 
 

@@ -24,6 +24,7 @@ from harness.inventory import load_inventory  # noqa: E402
 from harness.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import SSHHost, keygen  # noqa: E402
 from workers.transport import connect_for  # noqa: E402
+from bench.record import record  # noqa: E402
 
 
 def _times(t, runs: int) -> list[float]:
@@ -70,11 +71,7 @@ def main() -> int:
         "measured_at": utc_now(),
     }
     print(json.dumps(row, indent=1))
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["ssh_command"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "ssh_command", row)
     return 0
 
 

@@ -36,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import record  # noqa: E402
+
 SESSION = ROOT / "tests" / "fixtures" / "pixel-fleet" / "photo-renamer-bfb62a2b.json"
 PYTHON = Path(sys.executable)
 # The entry point pip installed beside the interpreter (not a pyenv shim found on PATH).
@@ -180,11 +182,7 @@ def main() -> int:
     for text, stats in lines:
         cpu = f"{stats['cpu_median_ms']:10.1f}" if "cpu_median_ms" in stats else " " * 10
         print(f"{text:<{width}}  {stats['median_ms']:11.1f} {stats['p90_ms']:6.1f} {cpu}  ms")
-    if args.json_path:
-        path = Path(args.json_path)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data["startup"] = row
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    record(args.json_path, "startup", row)
     return 0
 
 
