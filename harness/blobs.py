@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from harness.settings import is_redis_url
+
 if TYPE_CHECKING:
     from harness.records import AttemptResult
 
@@ -38,10 +40,6 @@ class MissingBlob(Exception):
 
 def blob_prefix(namespace: str, task_id: str) -> str:
     return f"fleet:{namespace}:blob:{task_id}:"
-
-
-def _is_redis(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
 
 
 class BlobStore:
@@ -114,9 +112,11 @@ class BlobStore:
 
     def forget(self, namespace: str, task_id: str, count: int) -> None:
         """Delete a task's blobs (keys N < count: an artifact's index in its result)."""
+        if not count:
+            return
         prefix = blob_prefix(namespace, task_id)
         try:
-            self._client.delete(*[f"{prefix}{i}" for i in range(count)]) if count else None
+            self._client.delete(*[f"{prefix}{i}" for i in range(count)])
         except Exception:  # noqa: BLE001 - the record is durable; what is left expires with TTL_S
             pass
 
@@ -126,7 +126,7 @@ _stores: dict[str, BlobStore] = {}
 
 def blobs_for(backend_url: str) -> BlobStore | None:
     """The blob store beside a result backend, or None when the backend is not Redis. One per URL and process."""
-    if not backend_url or not _is_redis(backend_url):
+    if not backend_url or not is_redis_url(backend_url):
         return None
     store = _stores.get(backend_url)
     if store is None:

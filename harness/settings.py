@@ -26,12 +26,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harness.errors import UsageError
 
-__all__ = ["CONTRACT_VARIABLES", "Origin", "ReadBy", "Settings", "SettingSpec", "redact", "setting_specs"]
+__all__ = ["CONTRACT_VARIABLES", "Origin", "ReadBy", "Settings", "SettingSpec", "is_redis_url", "redact", "setting_specs"]
 
 Origin = Literal["default", "env", "flag"]
 ReadBy = Literal["coordinator", "worker", "both"]
 
 _SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "token", "secret"})
+
+
+def is_redis_url(url: str) -> bool:
+    """Whether redis-py opens this broker or backend URL itself (``redis``, ``rediss``, ``unix``)."""
+    return url.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
 
 
 def redact(url: str) -> str:

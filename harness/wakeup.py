@@ -21,6 +21,8 @@ from typing import Callable, Iterable, Protocol
 
 from celery.signals import task_postrun
 
+from harness.settings import is_redis_url
+
 __all__ = ["Wakeup", "Sleep", "TaskEnded", "RedisResults", "wakeup_for"]
 
 
@@ -117,6 +119,6 @@ def wakeup_for(embedded: bool, backend_url: str, channel_for: Callable[[str], st
     """``channel_for``: a task id's result key, where Celery publishes its result (``backend.get_key_for_task``)."""
     if embedded:
         return TaskEnded()
-    if backend_url.split("://", 1)[0].lower() in ("redis", "rediss", "unix"):
+    if is_redis_url(backend_url):
         return RedisResults(backend_url, channel_for)
     return Sleep()

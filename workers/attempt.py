@@ -389,8 +389,7 @@ class _Attempt:
                 "uname": str(prepared.get("uname", "")),
                 "python": str(prepared.get("python", "")),
                 "disk_free_mb": str(prepared["disk_free_mb"]) if isinstance(prepared.get("disk_free_mb"), int) else "",
-                **({"harness_release": self.result.host_facts["harness_release"]}
-                   if "harness_release" in self.result.host_facts else {}),
+                **self.result.host_facts,  # harness_release, found in stage()
             }
         if "start_error" in answer:
             raise AgentNotStarted(f"agent command could not start: {answer['start_error']}", host=self.req.host.name)
