@@ -124,5 +124,8 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
     finally:
         worker_state.should_terminate = 0
         thread.join(30)
+        from workers.tasks import forget_leftovers
+
+        forget_leftovers()
         worker_state.should_terminate = None
         task_internal_error.disconnect(_on_internal_error)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import InfrastructureError, UsageError
 from harness.inventory import Host
-from workers.launcher import BOOT
+from workers.launcher import BOOT, boot_stdin
 from workers.transport.base import Transport
 
 __all__ = ["CleanReport", "clean_host", "HOSTCLEAN_SOURCE"]
@@ -52,10 +52,10 @@ def clean_host(t: Transport, host: Host, keep_release: str, keep_attempts_days: 
         raise UsageError(f"--keep-attempts-days {keep_attempts_days}: must be a number of days, 0 or more")
     home = t.shell('printf %s "$HOME"', timeout=30).stdout.strip()
     workdir = home + host.workdir[1:] if host.workdir.startswith("~") else host.workdir
-    body = {"source": HOSTCLEAN_SOURCE, "workdir": workdir, "keep_release": keep_release,
-            "keep_attempts_days": keep_attempts_days, "dry_run": dry_run}
+    body = {"workdir": workdir, "keep_release": keep_release, "keep_attempts_days": keep_attempts_days,
+            "dry_run": dry_run}
     script = f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(BOOT)} clean"
-    r = t.shell(script, timeout=1800, stdin=(json.dumps(body) + "\n").encode("utf-8"))
+    r = t.shell(script, timeout=1800, stdin=boot_stdin(HOSTCLEAN_SOURCE, body))
     lines = r.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1]) if lines else {}

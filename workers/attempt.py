@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import posixpath
 import secrets
 import shlex
-import tarfile
 import threading
 import time
 from dataclasses import dataclass
@@ -92,21 +90,9 @@ def _under(root: str, path: str) -> str:
     return path[len(root.rstrip("/")) + 1:] if path.startswith(root.rstrip("/") + "/") else path
 
 
-def _files_of(tar: bytes | None, refused: list[str]) -> list[tuple[str, bytes]]:
-    """The regular files of a tar the launcher packed, by their names (links and other members are only in its
-    manifest). A name of raw bytes comes back decoded with surrogates, as the host's file system gave it. A
-    member whose name would leave the folder is not read; its name goes to ``refused``."""
-    out: list[tuple[str, bytes]] = []
-    if tar:
-        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:gz") as tf:
-            for member in tf.getmembers():
-                if not safe_member(member.name):
-                    refused.append(member.name)
-                    continue
-                f = tf.extractfile(member) if member.isfile() else None
-                if f is not None:
-                    out.append((member.name, f.read()))
-    return out
+BUNDLE_LIMIT = 2 * launcher.MAX_STREAM + launcher.MAX_TOTAL + launcher.OUTPUT_CAPS[1] + 256 * 1024 * 1024
+"""The most a delivery's bundle may unpack to: both streams, the workspace and the outputs at their caps, and room
+for the manifests of a workspace of many files."""
 
 
 class AttemptAborted(BaseException):
@@ -145,24 +131,41 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     the window stays ``window_s``. Counted as one look, a 2 s window took 40 s: past the poll's own 30 s + window
     timeout (the attempt was lost), and far past the heartbeats the launcher waits for."""
     ticks = int(window_s / POLL_TICK_S)
-    beat_part = (f"printf %s {beat} > heartbeat.tmp && mv -f heartbeat.tmp heartbeat; " if target == "exit.json"
-                 else "")  # once the agent ended, no heartbeat is looked at
+    # Written in place, not renamed: one write of a line, and a half-written line the supervisor might read fails its
+    # MAC and is ignored (the next poll beats again, well within the bound). A rename was a process (mv) per poll.
+    beat_part = f"printf %s {beat} > heartbeat; " if target == "exit.json" else ""  # once the agent ended, no beat
+    # Records are read with the shell's own `read` (a record is one line), never by a process of their own: a cat, a
+    # grep and another cat were 4 ms of each poll. r FILE sets x to FILE's line if FILE is a regular file (a FIFO in a
+    # record's place would hold a reader for ever) that has one.
+    read_fn = 'r() { x=; [ -f "$1" ] || return 1; IFS= read -r x < "$1"; [ -n "$x" ]; }; '
     # An exit record that says the supervisor is packing: wait for packed.json too (up to 2 s more), and print it on
     # the next line, so the end of a short attempt costs one round trip, not two.
-    then_packed = (f"if grep -q '\"packing\": true' exit.json 2>/dev/null; then m=0; while [ ! -e packed.json ] && "
-                   f"[ $m -lt 200 ] && kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.01 2>/dev/null; then m=$((m+1)); "
-                   f"else sleep 1; m=$((m+100)); fi; done; [ -e packed.json ] && {{ echo; cat packed.json; }}; fi; true"
-                   if target == "exit.json" else "true")
+    then_packed = (f"printf '%s\\n' \"$x\"; case $x in *'\"packing\": true'*) m=0; while [ ! -e packed.json ] && "
+                   f"[ $m -lt 200 ] && kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.01 2>/dev/null; then "
+                   f"m=$((m+1)); else sleep 1; m=$((m+100)); fi; done; r packed.json && printf '%s\\n' \"$x\";; esac; true"
+                   if target == "exit.json" else "printf '%s\\n' \"$x\"")
+    # Stopped (SIGSTOP): the state field of /proc/PID/stat, read by the shell; `ps` where there is no /proc (macOS).
+    stopped = (f"if [ -r /proc/{launcher_pid}/stat ]; then IFS= read -r x < /proc/{launcher_pid}/stat; "
+               f"case ${{x##*) }} in [Tt]*) echo STOPPED;; esac; else ps -o stat= -p {launcher_pid} 2>/dev/null | "
+               f"grep -q '^[Tt]' && echo STOPPED; fi; true")
     return (
-        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; {beat_part}"
+        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; {beat_part}{read_fn}"
         f"n=0; while [ ! -e {target} ] && [ $n -lt {ticks} ] && "
         f"kill -0 {launcher_pid} 2>/dev/null; do if [ $n -lt 10 ]; then s=0.01; k=1; else s=0.05; k=5; fi; "
         f"if sleep $s 2>/dev/null; then n=$((n+k)); else sleep 1; n=$((n+100)); fi; done; "
-        f"if cat {target} 2>/dev/null; then {then_packed}; "
-        f"elif kill -0 {launcher_pid} 2>/dev/null; then "
-        f"ps -o stat= -p {launcher_pid} 2>/dev/null | grep -q '^[Tt]' && echo STOPPED; true; "
-        f"elif cat {target} 2>/dev/null; then {then_packed}; else echo GONE; fi"
+        f"if r {target}; then {then_packed}; "
+        f"elif kill -0 {launcher_pid} 2>/dev/null; then {stopped}; "
+        f"elif r {target}; then {then_packed}; else echo GONE; fi"
     )
+
+
+def _json(text: str | bytes) -> object:
+    """What a host sent as JSON, or None when it is not JSON (or nests deeper than the parser goes: an agent can forge
+    any record it likes in its delivery folder)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _is_pid(value: object) -> bool:
@@ -228,6 +231,14 @@ class _Attempt:
         self.exit_record: dict = {}
         self.streams: dict | None = None
         """streams.json as the launcher's pack wrote it: each output stream's size, sha256 and kept bytes."""
+        self.bundle: dict | None = None
+        """The delivery's bundle (workers/launcher.py): its size and sha256 as the supervisor signed them in packed.json,
+        or as the pack verb said; None when the pack wrote none (a full disk: the files are read one by one)."""
+        self.delivered: dict[str, bytes] | None = None
+        """The delivery folder's files the worker takes (streams, streams.json, manifest.json, outputs.json,
+        launcher.log), once read."""
+        self.workspace_files: list[tuple[str, bytes]] = []
+        self.output_files: dict[str, bytes] = {}
         self.capped: dict[str, dict] = {}
         """The launcher's signed exit record (verified), once the agent ended."""
         self.refused: list[str] = []
@@ -318,14 +329,35 @@ class _Attempt:
     def call_launcher(self, verb: str, request: dict, timeout: float) -> ShellResult:
         """Run one launcher verb on the host: this worker's own launcher source and the request go on stdin, so
         no file on the host (which the agent could rewrite) is ever run, and the key is in no argv or file."""
-        body = {"source": LAUNCHER_SOURCE.decode("utf-8"), "verb": verb, "fleet": self.fleet, "token": self.token,
-                **request}
+        # Delivery folders of earlier attempts whose files the worker has: this call removes them on the host.
+        forget = list(self.t.leftovers)
+        del self.t.leftovers[:]
+        try:
+            return self._call(verb, timeout, forget, request)
+        except BaseException:
+            self.t.leftovers[:0] = forget  # maybe not removed: the next call asks again (a missing folder is no error)
+            raise
+
+    def _call(self, verb: str, timeout: float, forget: list[str], request: dict) -> ShellResult:
+        body = {"verb": verb, "fleet": self.fleet, "token": self.token, "want_code": True, "forget": forget, **request}
         # The token in argv lets a later delivery tell this launcher's process from any other (launcher_alive).
         # -S: the launcher imports only the standard library, and the site module is a third of a Python start.
         # The interpreter the host's python named, once a start said which (a pyenv or asdf shim is a shell script
-        # that costs 0.1 s and more on every start, before Python itself starts).
+        # that costs 0.1 s and more on every start, before Python itself starts): _exec.
+        # The launcher compiled by the host's own interpreter, once a start gave it back (its interpreter is not this
+        # worker's): the next starts compile nothing.
+        tag, code = self.t.memo.get(f"launcher tag {self.py}"), self.t.memo.get(f"launcher code {self.py}")
+        if tag and code:
+            r = self._exec(verb, timeout, launcher.boot_stdin(LAUNCHER_SOURCE, body, (tag, base64.b64decode(code))))
+            if r.exit_code == 0 or r.stdout.strip():
+                return r
+            # No answer line (every launcher error prints one): that code did not load here (the interpreter behind
+            # the host's python changed since). The source again, compiled there.
+            del self.t.memo[f"launcher tag {self.py}"], self.t.memo[f"launcher code {self.py}"]
+        return self._exec(verb, timeout, launcher.boot_stdin(LAUNCHER_SOURCE, body))
+
+    def _exec(self, verb: str, timeout: float, stdin: bytes) -> ShellResult:
         named = self.t.memo.get(f"executable {self.py}")
-        stdin = (json.dumps(body) + "\n").encode("utf-8")
         if named:
             r = self.t.shell(self._launcher_script(named, verb), timeout=timeout, stdin=stdin)
             if r.exit_code not in (126, 127) or r.stdout.strip():
@@ -347,8 +379,7 @@ class _Attempt:
         left is removed), writes the prompt and the adapter's files, says the host's facts, and starts the agent."""
         p = self.paths
         assert p is not None
-        prepare = {"root": self.root, "dirs": [p.workspace, p.fleet],
-                   "files": {path: base64.b64encode(data).decode("ascii") for path, data in self.files.items()},
+        prepare = {"root": self.root, "dirs": [p.workspace, p.fleet], "files": dict(self.files),
                    "program": self.look_for, "path": self.launch["env"].get("PATH")}
         request = {"key": self.key, "marker": self.marker, "spec": self.launch, "entry": self.entry(),
                    "deadline_s": self.launch["deadline_s"], "heartbeat_s": self.timing.heartbeat_s,
@@ -364,10 +395,7 @@ class _Attempt:
                                   host=self.req.host.name) from exc
         answers: list[dict] = []
         for line in r.stdout.strip().splitlines():
-            try:
-                parsed = json.loads(line)
-            except ValueError:
-                continue
+            parsed = _json(line)
             if isinstance(parsed, dict):
                 answers.append(parsed)
         answer = answers[-1] if answers else {}
@@ -379,6 +407,15 @@ class _Attempt:
                                   host=self.req.host.name)
         if "prepare_error" in answer:
             raise AgentNotStarted(f"cannot prepare {self.root}: {answer['prepare_error']}", host=self.req.host.name)
+        compiled = next((a["compiled"] for a in answers if isinstance(a.get("compiled"), dict)), None)
+        if compiled is not None and isinstance(compiled.get("tag"), str) and isinstance(compiled.get("code"), str):
+            try:
+                base64.b64decode(compiled["code"], validate=True)
+            except ValueError:
+                pass
+            else:
+                self.t.memo[f"launcher tag {self.py}"] = compiled["tag"]
+                self.t.memo[f"launcher code {self.py}"] = compiled["code"]
         prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
         executable = prepared.get("executable") if prepared is not None else None
         if (isinstance(executable, str) and executable.startswith("/") and "\n" not in executable
@@ -444,10 +481,7 @@ class _Attempt:
             if out:
                 # exit.json's one line, then packed.json's when the supervisor packed within the poll.
                 first, _, rest = out.partition("\n")
-                try:
-                    record = json.loads(first)
-                except ValueError:
-                    record = None
+                record = _json(first)
                 if launcher.verify(self.key, record, self.token):
                     assert isinstance(record, dict)
                     if rest.strip():
@@ -537,28 +571,23 @@ class _Attempt:
         p = self.paths
         assert p is not None
         r = self.call_launcher("pack", {"root": p.root, "outputs": self.outputs()}, timeout=PACK_TIMEOUT_S)
-        if r.exit_code == 3:
-            try:
-                answer = json.loads(r.stdout.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                answer = None
-            if isinstance(answer, dict) and isinstance(answer.get("superseded"), str):
-                raise SupervisionLost(f"{_ENDED_BY['superseded']} ({answer['superseded'][:300]})",
-                                      host=self.req.host.name)
-        if not r.ok:
+        lines = r.stdout.strip().splitlines()
+        answer = _json(lines[-1]) if lines else None
+        if r.exit_code == 3 and isinstance(answer, dict) and isinstance(answer.get("superseded"), str):
+            raise SupervisionLost(f"{_ENDED_BY['superseded']} ({answer['superseded'][:300]})", host=self.req.host.name)
+        if not r.ok or not isinstance(answer, dict) or "bundle" not in answer:
             raise InfrastructureError(f"packing the workspace failed: {r.tail()}", host=self.req.host.name)
+        self.bundle = answer["bundle"] if isinstance(answer["bundle"], dict) else None
         self.packed = True
 
     def _packed_record(self, out: str) -> bool:
         """Take packed.json's text if the supervisor signed it; a record with a wrong signature is kept as evidence."""
-        try:
-            record = json.loads(out)
-        except ValueError:
-            record = None
+        record = _json(out)
         if launcher.verify(self.key, record, self.token):
             assert isinstance(record, dict)
             self.pack_answered = True
             self.packed = record.get("ok") is True
+            self.bundle = record.get("bundle") if isinstance(record.get("bundle"), dict) else None
             return True
         self._keep_forged(out)
         return False
@@ -583,15 +612,15 @@ class _Attempt:
             time.sleep(rest)
 
     def collect(self) -> None:
-        p = self.paths
-        assert p is not None
-        d = self.delivery
         # Everything the agent could have touched is read on the host by the launcher, which never follows a link
         # nor opens a FIFO or a device: an SFTP or local get would read through a symlinked answer.txt (to
         # /etc/passwd, to /dev/zero) and hang or keep what the link points at. The supervisor packed already when
         # the agent ended by itself (await_pack); else the pack verb does it now.
+        p = self.paths
+        assert p is not None
         answer_rel = _under(p.root, p.answer_file)
         self.pack_now()
+        delivered = self._take_delivery()
         arts: list[Artifact] = []
         stdout, stderr = self._stream("agent.stdout"), self._stream("agent.stderr")
         arts.append(Artifact.of("agent.stdout", stdout))
@@ -603,20 +632,17 @@ class _Attempt:
         if self.exit_record:
             arts.append(Artifact.of("harness/exit.json", json.dumps(self.exit_record).encode()))
         for name in ("launcher.log", "outputs.json"):
-            data = self._get(f"{d}/{name}")
-            if data is not None:
-                arts.append(Artifact.of(f"harness/{name}", data))
-        manifest = self._get(f"{d}/manifest.json") or b"[]"
-        arts.append(Artifact.of("workspace.manifest.json", manifest))
-        arts += [Artifact.of(f"workspace/{name}", data)
-                 for name, data in _files_of(self._get(f"{d}/workspace.tar.gz"), self.refused)]
+            if name in delivered:
+                arts.append(Artifact.of(f"harness/{name}", delivered[name]))
+        arts.append(Artifact.of("workspace.manifest.json", delivered.get("manifest.json") or b"[]"))
+        arts += [Artifact.of(f"workspace/{name}", data) for name, data in self.workspace_files]
         arts.append(Artifact.of("prompt.md", self.req.prompt.encode("utf-8")))
         if self.forged:
             more = [f"... and {self.forged_more} more records not taken"] if self.forged_more else []
             arts.append(Artifact.of("harness/forged-records.txt", ("\n".join(self.forged + more) + "\n").encode()))
         if self.checks_json is not None:
             arts.append(Artifact.of("checks.json", self.checks_json))
-        found = dict(_files_of(self._get(f"{d}/outputs.tar.gz"), self.refused))
+        found = self.output_files
         # A symlinked (or FIFO) answer.txt is no answer file: outputs.json records what it was.
         arts.append(Artifact.of("answer.txt", self.adapter.answer(stdout, found.get(answer_rel))))
         collected: dict[str, bytes] = {}
@@ -647,16 +673,57 @@ class _Attempt:
             self.result.reason = "model_endpoint"
             self.result.error = why
 
-    def _stream(self, name: str) -> bytes:
-        """The agent's stdout or stderr from the delivery folder: whole, checked against the signed exit record; or,
-        over the launcher's cap (``streams.json``), only its first bytes, with the whole stream's size and sha256
-        kept in ``harness/capped.json``: a runaway log must not go whole through the queue and this process."""
+    def _take_delivery(self) -> dict[str, bytes]:
+        """The delivery's files: its bundle, one read, taken only if its size and sha256 are what packed.json (signed) or
+        the pack verb said; the workspace's and outputs' frames go to ``workspace_files`` and ``output_files``, a name
+        that would leave its folder to ``refused``. With no bundle (the host's disk was full) the few files the pack
+        wrote are read one by one, and nothing of the workspace was packed."""
+        if self.delivered is not None:
+            return self.delivered
         d = self.delivery
+        delivered: dict[str, bytes] = {}
+        if self.bundle is None:
+            for name in ("streams.json", "launcher.log", "outputs.json", "manifest.json"):
+                data = self._get(f"{d}/{name}")
+                if data is not None:
+                    delivered[name] = data
+            streams = _json(delivered.get("streams.json", b"{}"))
+            for name in ("agent.stdout", "agent.stderr"):
+                info = streams.get(name) if isinstance(streams, dict) else None
+                # A stream over the cap keeps nothing here (no room for its head): it is not read at all.
+                if not (isinstance(info, dict) and info.get("kept") == 0 and info.get("size")):
+                    data = self._get(f"{d}/{name}")
+                    if data is not None:
+                        delivered[name] = data
+            self.delivered = delivered
+            return delivered
+        data = self._get(f"{d}/{launcher.BUNDLE}") or b""
+        if (len(data), hashlib.sha256(data).hexdigest()) != (self.bundle.get("size"), self.bundle.get("sha256")):
+            raise ArtifactCorrupt("the delivery's bundle is not the one its launcher packed (its size or sha256 "
+                                  "differs from what the launcher said)", host=self.req.host.name)
+        try:
+            frames = launcher.read_bundle(data, BUNDLE_LIMIT)
+        except ValueError as exc:
+            raise ArtifactCorrupt(f"the delivery's bundle cannot be read: {exc}", host=self.req.host.name) from exc
+        for kind, name, body in frames:
+            if kind == launcher.FILE:
+                delivered[name] = body
+            elif not safe_member(name):
+                self.refused.append(name)
+            elif kind == launcher.WORKSPACE:
+                self.workspace_files.append((name, body))
+            else:
+                self.output_files[name] = body
+        self.delivered = delivered
+        return delivered
+
+    def _stream(self, name: str) -> bytes:
+        """The agent's stdout or stderr: whole, checked against the signed exit record; or, over the launcher's cap
+        (``streams.json``), only its first bytes, with the whole stream's size and sha256 kept in
+        ``harness/capped.json``: a runaway log must not go whole through the queue and this process."""
+        delivered = self._take_delivery()
         if self.streams is None:
-            try:
-                loaded = json.loads(self._get(f"{d}/streams.json") or b"{}")
-            except ValueError:
-                loaded = {}
+            loaded = _json(delivered.get("streams.json") or b"{}")
             self.streams = loaded if isinstance(loaded, dict) else {}
         info = self.streams.get(name)
         if isinstance(info, dict) and isinstance(info.get("size"), int) and isinstance(info.get("kept"), int) \
@@ -666,8 +733,8 @@ class _Attempt:
                 raise ArtifactCorrupt(f"{name} changed after the agent ended (it is not what the launcher signed)",
                                       host=self.req.host.name)
             self.capped[name] = info
-            return (self._get(f"{d}/{name}.head") or b"")[:info["kept"]]
-        data = self._get(f"{d}/{name}") or b""
+            return delivered.get(name, b"")[:info["kept"]]
+        data = delivered.get(name) or b""
         self._check_output(name, data)
         return data
 
@@ -753,10 +820,7 @@ class _Attempt:
         end = time.monotonic() + 2
         while time.monotonic() < end:
             out = self.t.shell(f"cat {_q(self.delivery)}/exit.json 2>/dev/null", timeout=30).stdout.strip()
-            try:
-                record = json.loads(out) if out else None
-            except ValueError:
-                record = None
+            record = _json(out) if out else None
             if launcher.verify(self.key, record, self.token):
                 assert isinstance(record, dict)
                 return record
@@ -764,13 +828,10 @@ class _Attempt:
         return {}
 
     def _forget_delivery(self) -> None:
-        """The delivery's folder is copied into the result: remove it from the host (best effort)."""
-        if not self.fleet or not self.started:
-            return
-        try:
-            self.t.shell(f"rm -rf {_q(self.delivery)}", timeout=60)
-        except Exception:  # noqa: BLE001 - the host may be gone; a leftover folder harms nothing
-            pass
+        """The delivery's folder is in the result (or nobody will read it any more): the next launcher call on this host
+        removes it (``forget`` in its request), not a command of its own on the way to the result."""
+        if self.fleet and self.started:
+            self.t.leftovers.append(self.delivery)
 
     def _kill_quietly(self) -> None:
         try:

@@ -42,20 +42,32 @@ init). Kill: TERM, a grace, KILL, repeated until none is left.
 Files are written to a temporary name and renamed, so the worker never reads half a file.
 """
 
-import binascii
 import errno
 import fcntl
-import hashlib
-import hmac
-import json
 import os
 import select
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 import time
+
+# A launcher start is on the path of every attempt, so it imports only what is cheap: `signal` wraps the C module in
+# enums (5 ms a start), `json` and `subprocess` pull in `re` (9 and 14 ms), `shutil` 10 ms, `hashlib` loads OpenSSL
+# (3 ms), `ctypes` 4 ms. The C modules underneath serve instead; the rest is imported where it is needed, if ever.
+try:
+    import _signal as signal
+except ImportError:  # not CPython
+    import signal
+try:
+    from _sha256 import sha256 as _sha256  # CPython 3.8 to 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256 as _sha256  # CPython 3.12 and later
+    except ImportError:
+        from hashlib import sha256 as _sha256
+try:
+    from _operator import _compare_digest as compare_digest
+except ImportError:
+    from hmac import compare_digest  # type: ignore[no-redef]
 
 AGENT_ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
 AGENT_ENV_PREFIXES = ("LC_",)
@@ -79,12 +91,116 @@ TERM_GRACE = 3.0
 STALE_DELIVERY_S = 7 * 24 * 3600
 """A delivery folder left this long by a worker that never came back is removed by the next reap."""
 
-BOOT = ("import sys,json;m=json.loads(sys.stdin.buffer.readline());g={'__name__':'fleet_launcher'};"
-        "exec(compile(m.pop('source'),'fleet-launcher','exec'),g);sys.exit(g['serve'](m))")
-"""What the worker runs (``python3 -c BOOT VERB TOKEN``): the source and the request come on stdin."""
+BOOT = ("import sys,marshal as M,zlib as Z\n"
+        "i=sys.stdin.buffer;m=M.loads(i.read(int(i.readline())));c=m.pop('code',b'');s=m.pop('source')\n"
+        "if c and m.pop('tag','')==sys.version:c=M.loads(Z.decompress(c));m['compiled']=b''\n"
+        "else:c=compile(Z.decompress(s),'fleet-launcher','exec',optimize=2);m['compiled']=Z.compress(M.dumps(c))\n"
+        "g={'__name__':'fleet_launcher'};exec(c,g);r=g['serve'](m);sys.stdout.flush();sys.stderr.flush()\n"
+        "__import__('os')._exit(r or 0)")
+"""What the worker runs (``python3 -S -c BOOT VERB TOKEN``): the code and the request come on stdin, as
+``boot_stdin`` writes them. Code compiled here is handed to ``serve`` (``compiled``), so that ``run`` can give it to
+the worker, for the next starts on this host. It ends with ``os._exit`` once its output is flushed: the interpreter's
+own teardown is time on the worker's wait, and the launcher has nothing to tear down."""
+
+_COMPILED = {}  # type: dict
+
+
+def boot_stdin(source, request, compiled=None):
+    """What a BOOT start reads on stdin: a line with the length of what follows, then ``request`` marshalled (plain
+    data, whose format is the same from Python 3.4 on) with ``source`` (zlib) and compiled code (zlib, marshalled) for
+    the interpreter whose ``sys.version`` is its ``tag``: ``compiled`` (tag, code) when the worker has the host's own
+    (``run`` prints it once, see ``serve``), else what this process compiled. A host whose interpreter is the tag's
+    runs that code and compiles nothing (10 to 16 ms of every start); any other compiles the source. No code ever
+    comes from a file on the host."""
+    import marshal
+    import zlib
+
+    if not isinstance(source, bytes):
+        source = source.encode("utf-8")
+    if source not in _COMPILED:
+        code = compile(source, "fleet-launcher", "exec", optimize=2)
+        _COMPILED[source] = (zlib.compress(source, 6), sys.version, zlib.compress(marshal.dumps(code), 6))
+    source_z, tag, code_z = _COMPILED[source]
+    if compiled is not None:
+        tag, code_z = compiled
+    body = dict(request)
+    body.update(source=source_z, code=code_z, tag=tag)
+    data = marshal.dumps(body, 4)
+    return b"%d\n" % len(data) + data
+
+
+def boot_request(data):
+    """The request in what ``boot_stdin`` wrote, without the code and the source: for tests and people."""
+    import marshal
+
+    line, _, rest = bytes(data).partition(b"\n")
+    body = marshal.loads(rest[:int(line)])
+    for name in ("code", "source", "tag"):
+        body.pop(name, None)
+    return body
 
 
 # -- records ---------------------------------------------------------------------------------------------------
+
+def _no_default(obj):
+    raise TypeError("not JSON: %r" % (obj,))
+
+
+def _make_json():
+    """``dumps`` and ``loads`` as the json module's, on its C parts (``_json``), which need no ``re``: the json module
+    costs 9 ms of a start. Any interpreter without them gets the json module's."""
+    try:
+        import _json
+
+        _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    except (ImportError, AttributeError, TypeError):
+        import json
+
+        return (lambda obj, canonical=False: json.dumps(obj, sort_keys=canonical,
+                                                        separators=(",", ":") if canonical else None)), json.loads
+    constants = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+    def dumps(obj, canonical=False):
+        """As ``json.dumps(obj)``; ``canonical``: as ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``."""
+        key, item = (":", ",") if canonical else (": ", ", ")
+        encode = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, key, item, canonical,
+                                    False, True)
+        return "".join(encode(obj, 0))
+
+    class _Context(object):  # what json.decoder.JSONDecoder gives the C scanner
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = constants.__getitem__
+
+    scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # what it reads of a JSONDecoder, no more
+    space = " \t\n\r"
+
+    def loads(text):
+        """As ``json.loads(text)`` (str or UTF-8 bytes); a ValueError for anything that is not one JSON value."""
+        if isinstance(text, (bytes, bytearray)):
+            text = text.decode("utf-8")
+        start = len(text) - len(text.lstrip(space))
+        try:
+            value, end = scan(text, start)
+        except StopIteration as exc:
+            raise ValueError("not JSON (at character %s)" % exc.value)
+        if text[end:].strip(space):
+            raise ValueError("not JSON: extra data at character %d" % end)
+        return value
+
+    return dumps, loads
+
+
+dumps, loads = _make_json()
+
+
+def _load_json(path):
+    with open(path, "rb") as f:
+        return loads(f.read())
+
 
 def _write_json(path, data, durable=True):
     """Written to a temporary name and renamed (a reader never sees half of it). ``durable``: synced to the disk
@@ -92,36 +208,57 @@ def _write_json(path, data, durable=True):
     writes for the worker to read next) is not: a sync is milliseconds on the path to the agent's start."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(data, f)
+        f.write(dumps(data))
         if durable:
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
+def _say(obj):
+    """One answer line on stdout, for the worker."""
+    sys.stdout.write(dumps(obj) + "\n")
+
+
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def hmac_sha256(key, msg):
+    """HMAC-SHA256 of ``msg`` (RFC 2104), hex: the ``hmac`` module's, without loading OpenSSL on every start."""
+    if len(key) > 64:
+        key = _sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = _sha256(key.translate(_IPAD))
+    inner.update(msg)
+    outer = _sha256(key.translate(_OPAD))
+    outer.update(inner.digest())
+    return outer.hexdigest()
+
+
 def _canonical(body):
-    return json.dumps({k: v for k, v in body.items() if k != "mac"}, sort_keys=True, separators=(",", ":")).encode()
+    return dumps({k: v for k, v in body.items() if k != "mac"}, canonical=True).encode()
 
 
 def sign(key_hex, body):
     """``body`` with its ``mac``: HMAC-SHA256 over the canonical JSON of everything else."""
     out = dict(body)
-    out["mac"] = hmac.new(bytes.fromhex(key_hex), _canonical(body), hashlib.sha256).hexdigest()
+    out["mac"] = hmac_sha256(bytes.fromhex(key_hex), _canonical(body))
     return out
 
 
 def verify(key_hex, body, token):
     """Whether ``body`` was signed with ``key_hex`` and belongs to delivery ``token``."""
-    if not isinstance(body, dict) or not isinstance(body.get("mac"), str) or body.get("token") != token:
+    mac = body.get("mac") if isinstance(body, dict) else None
+    # compare_digest refuses a str with other than ASCII in it (TypeError): such a mac is simply not this key's.
+    if not isinstance(mac, str) or not all(ord(c) < 128 for c in mac) or body.get("token") != token:
         return False
-    want = hmac.new(bytes.fromhex(key_hex), _canonical(body), hashlib.sha256).hexdigest()
-    return hmac.compare_digest(want, body["mac"])
+    return compare_digest(hmac_sha256(bytes.fromhex(key_hex), _canonical(body)), body["mac"])
 
 
 def heartbeat_line(key_hex, token, seq):
     """What the worker writes into ``heartbeat`` on every poll: a sequence number and its MAC."""
-    mac = hmac.new(bytes.fromhex(key_hex), ("heartbeat:%s:%d" % (token, seq)).encode(), hashlib.sha256).hexdigest()
-    return "%d %s" % (seq, mac)
+    return "%d %s" % (seq, hmac_sha256(bytes.fromhex(key_hex), ("heartbeat:%s:%d" % (token, seq)).encode()))
 
 
 def delivery_dir(fleet, token):
@@ -160,13 +297,24 @@ it still gets its exit record and manifest written (else its run would read as a
 
 def _reserve(here):
     try:
-        with open(os.path.join(here, RESERVE), "wb") as f:
-            # Written, not truncated: a sparse file would hold no space. Not synced: the space is charged when the
-            # bytes are written (tmpfs, and ext4's and XFS's delayed allocation reserve it then), and a sync is
-            # milliseconds on the path to the agent's start.
-            f.write(b"\0" * RESERVE_BYTES)
+        fd = os.open(os.path.join(here, RESERVE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        return  # the records below fail as they would have
+    try:
+        # Allocated, not truncated: a sparse file would hold no space. fallocate takes the blocks without writing them
+        # (a 1 MiB write was a millisecond on the path to the agent's start); where there is none, written. Not synced:
+        # the space is charged when the bytes are written (tmpfs, and ext4's and XFS's delayed allocation reserve it
+        # then).
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except (AttributeError, OSError) as exc:
+            if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+                return  # no room even for this
+            os.write(fd, b"\0" * RESERVE_BYTES)
     except OSError:
         pass  # no room even for this: the records below fail as they would have
+    finally:
+        os.close(fd)
 
 
 def _with_reserve(here, write):
@@ -212,12 +360,7 @@ def _snapshot(marker):
             # walk never matched when it was read there).
             procs[int(name)] = (int(fields[1]), int(fields[3]), has)
         return procs
-    try:
-        out = subprocess.run(["ps", "-axo", "pid=,ppid=,stat="], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             timeout=30).stdout.decode(errors="replace")
-    except (OSError, subprocess.SubprocessError):
-        return procs
-    for line in out.splitlines():
+    for line in _ps("-axo", "pid=,ppid=,stat=").splitlines():
         parts = line.split()
         if len(parts) < 3 or not parts[0].isdigit() or parts[2].startswith("Z"):
             continue
@@ -228,6 +371,17 @@ def _snapshot(marker):
             continue
         procs[pid] = (int(parts[1]), sid, False)
     return procs
+
+
+def _ps(*args):
+    """What ``ps ARGS`` prints ("" when it cannot run): where there is no /proc (macOS)."""
+    import subprocess  # not at the top: Linux never needs it, and it costs a start 14 ms
+
+    try:
+        return subprocess.run(("ps",) + args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              timeout=30).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def _members(marker, sid, roots):
@@ -263,9 +417,21 @@ def _reap_children():
         done[pid] = status
 
 
-def end_tree(marker, sid, roots=(), on_reap=None):
+def _childless():
+    """Whether this process has no child at all, running or ended (an ended one is left to be reaped)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    except (OSError, AttributeError):  # no waitid here: assume a child
+        pass
+    return False
+
+
+def end_tree(marker, sid, roots=(), on_reap=None, subreaper=False):
     """TERM every member of the tree, wait a grace, KILL what is left; again until nothing is left.
-    Returns the pids that were signalled."""
+    Returns the pids that were signalled. ``subreaper``: this process is the tree's child subreaper (the supervisor on
+    Linux), so every process that descends from it is its child or below one."""
     signalled = set()  # type: set
     for sig, wait in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, 5.0)):
         end = time.time() + wait
@@ -273,9 +439,10 @@ def end_tree(marker, sid, roots=(), on_reap=None):
             if on_reap is not None:
                 on_reap(_reap_children())
             members = _members(marker, sid, roots)
-            if not members:
+            if not members and not (subreaper and _childless()):
                 # Looked at once more, a moment later: a walk made the instant the agent ended (the supervisor wakes
-                # on its SIGCHLD) was seen to miss a child it had just forked, which then lived on.
+                # on its SIGCHLD) was seen to miss a child it had just forked, which then lived on. A subreaper with
+                # no child left has no process in such a passage: each of them would be its child, or below one.
                 time.sleep(0.01)
                 members = _members(marker, sid, roots)
             if not members:
@@ -300,11 +467,7 @@ def _cmdline(pid):
                 return f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return ""
-    try:
-        return subprocess.run(["ps", "-p", str(pid), "-o", "command="], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, timeout=30).stdout.decode(errors="replace")
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    return _ps("-p", str(pid), "-o", "command=")
 
 
 def launcher_alive(pid, token):
@@ -335,12 +498,7 @@ def stopped(pid):
                 return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
         except (OSError, IndexError):
             return False
-    try:
-        out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             timeout=30).stdout.decode(errors="replace").strip()
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.startswith("T")
+    return _ps("-o", "stat=", "-p", str(pid)).strip().startswith("T")
 
 
 def _children_of(pid):
@@ -351,15 +509,151 @@ def _children_of(pid):
 
 def _set_subreaper():
     """Linux: orphans of the agent tree are re-parented to the supervisor, not to init, so the tree walk still
-    finds a child that called setsid and whose parent died."""
+    finds a child that called setsid and whose parent died. prctl through ``_ctypes``, the C module under ``ctypes``
+    (whose own import is 3.5 ms of the start, against 0.6 ms). Returns whether it is set."""
     if not sys.platform.startswith("linux"):
-        return
+        return False
     try:
-        import ctypes
+        import _ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+        class _Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = _Int
+
+        class _Process(object):
+            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # None: this process's own symbols
+
+        prctl = _Function(("prctl", _Process()))  # type: ignore[arg-type]  # what ctypes.CDLL gives it, no more
+        return prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa - not CPython, no libc symbol: the marker and the session still find the tree
+        return False
+
+
+def _which(program, path):
+    """``program``'s path as ``command -v`` (and ``shutil.which``) finds it: a name with a '/' as it is, else the
+    first executable file of that name in a folder of ``path``; None when there is none."""
+    def runnable(candidate):
+        return os.path.exists(candidate) and os.access(candidate, os.F_OK | os.X_OK) and not os.path.isdir(candidate)
+
+    if os.path.dirname(program):
+        return program if runnable(program) else None
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder, program)
+        if runnable(candidate):
+            return candidate
+    return None
+
+
+def _rmtree(path):
+    """Remove ``path`` whole, never following a link (a link in its place, or inside, is removed itself): as
+    ``rm -rf`` does, and ``shutil.rmtree`` (10 ms of imports a start). Raises OSError as it would."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
+    # Each folder's fd is held while its entries go (a path longer than PATH_MAX is no matter), deepest first, with no
+    # recursion (no depth is too deep, but for the fds a process may hold). A folder is listed whole before anything
+    # in it is removed.
+    top = os.open(path, _DIR_FLAGS)
+    stack = [(top, "", iter(_listing(top)))]
+    try:
+        while stack:
+            fd, name, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    os.rmdir(name, dir_fd=stack[-1][0])
+            elif entry.is_dir(follow_symlinks=False):
+                sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                stack.append((sub, entry.name, iter(_listing(sub))))
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+        os.close(top)
+    os.rmdir(path)
+
+
+def _listing(fd):
+    with os.scandir(fd) as entries:
+        return list(entries)
+
+
+class StartError(OSError):
+    """The agent could not be started: ``kind`` is the exception the start met (FileNotFoundError ...)."""
+
+    def __init__(self, kind, text):
+        OSError.__init__(self, text)
+        self.kind = kind
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+def _spawn(argv, cwd, env, stdout, stderr):
+    """Start ``argv`` in a session of its own, in ``cwd``, with exactly ``env``, stdin from /dev/null and the open
+    files ``stdout`` and ``stderr``; return its pid. As ``subprocess.Popen(..., start_new_session=True)`` would (14 ms
+    of imports a start, before the agent): the program is looked up on ``env``'s PATH, SIGPIPE and SIGXFSZ are
+    default again, only fds 0-2 are passed on, and a failure to start (no such program, a cwd that is not there)
+    raises ``StartError`` here, as the child met it."""
+    r, w = os.pipe()  # close-on-exec: the exec closes it, so an end of file with nothing in it means started
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setsid()
+            for name in ("SIGPIPE", "SIGXFSZ"):
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), signal.SIG_DFL)
+            os.chdir(cwd)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(stdout, 1)
+            os.dup2(stderr, 2)
+            try:
+                # fds that whoever started this process left open and inheritable: not the agent's.
+                for name in os.listdir("/dev/fd"):
+                    if name.isdigit() and int(name) > 2 and int(name) != w:
+                        try:
+                            os.close(int(name))
+                        except OSError:
+                            pass
+            except OSError:
+                pass
+            try:
+                os.execvpe(argv[0], argv, env)
+            except OSError as exc:
+                # As Popen says it: the program as it was named, not the last folder of PATH tried.
+                exc.filename = argv[0]
+                raise
+        except BaseException as exc:  # noqa - whatever stopped the start goes to the parent, nothing else
+            try:
+                os.write(w, ("%s\0%s" % (type(exc).__name__, exc)).encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
+    os.close(w)
+    chunks = []
+    while True:
+        data = os.read(r, 65536)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(r)
+    if chunks:
+        os.waitpid(pid, 0)
+        kind, _, text = b"".join(chunks).decode("utf-8", "replace").partition("\0")
+        raise StartError(kind, text)
+    return pid
 
 
 class _Stop(Exception):
@@ -373,7 +667,7 @@ def _prepare(req, prep):
     ``prepare_error``."""
     program = prep.get("program")
     # As `command -v` would: a path, or a name looked up on the agent's PATH (the host's when the agent sets none).
-    if program and shutil.which(program, path=prep.get("path") or os.environ.get("PATH") or os.defpath) is None:
+    if program and _which(program, prep.get("path") or os.environ.get("PATH") or os.defpath) is None:
         return {"agent_missing": program}
     try:
         reaped = _reap(req)
@@ -381,18 +675,17 @@ def _prepare(req, prep):
         return {"reap_error": "%s: %s" % (type(exc).__name__, exc)}
     root = prep["root"]
     try:
-        # rm -rf: a link in the attempt folder's place is removed, never followed.
-        if os.path.islink(root) or not os.path.isdir(root):
-            if os.path.lexists(root):
-                os.unlink(root)
-        else:
-            shutil.rmtree(root)
+        _rmtree(root)  # rm -rf: a link in the attempt folder's place is removed, never followed
         for folder in prep.get("dirs") or ():
             os.makedirs(folder, exist_ok=True)
         for path, data in sorted((prep.get("files") or {}).items()):
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not isinstance(data, bytes):  # a request in JSON (main): the bytes base64-encoded
+                import binascii
+
+                data = binascii.a2b_base64(data)
             with open(path, "wb") as f:
-                f.write(binascii.a2b_base64(data))
+                f.write(data)
         vfs = os.statvfs(root)
     except OSError as exc:
         return {"prepare_error": "%s: %s" % (exc.filename or root, exc.strerror or exc)}
@@ -416,7 +709,7 @@ def _start_lock(fleet, root):
     try:
         folder = os.path.join(fleet, "locks")
         _makedirs_private(folder)
-        name = "start-%s.lock" % hashlib.sha256(root.encode("utf-8", "surrogatepass")).hexdigest()[:2]
+        name = "start-%s.lock" % _sha256(root.encode("utf-8", "surrogatepass")).hexdigest()[:2]
         fd = os.open(os.path.join(folder, name),
                      os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o600)
     except OSError as exc:
@@ -437,11 +730,17 @@ def _start_lock(fleet, root):
 
 
 def run(req):
+    if req.get("compiled") and req.get("want_code"):
+        # This host's interpreter is not the worker's, so BOOT compiled the source: the code goes back once, and the
+        # worker's next starts here send it (no compile on the path of each attempt).
+        import binascii
+
+        _say({"compiled": {"tag": sys.version, "code": binascii.b2a_base64(req["compiled"], newline=False).decode()}})
     lock = None
     if req.get("prepare") is not None:
         lock = _start_lock(req["fleet"], req["prepare"]["root"])
         if not isinstance(lock, int):
-            sys.stdout.write(json.dumps({"prepare_error": lock}) + "\n")
+            _say({"prepare_error": lock})
             return 127
     try:
         return _run(req, lock)
@@ -456,7 +755,7 @@ def _run(req, lock):
     if req.get("prepare") is not None:
         prepared = _prepare(req, req["prepare"])
         if "agent_missing" in prepared or "reap_error" in prepared or "prepare_error" in prepared:
-            sys.stdout.write(json.dumps(prepared) + "\n")
+            _say(prepared)
             return 127
     _makedirs_private(os.path.join(fleet, "deliveries"))
     _makedirs_private(os.path.join(fleet, "running"))
@@ -464,7 +763,7 @@ def _run(req, lock):
     try:
         os.mkdir(here, 0o700)
     except FileExistsError:
-        sys.stdout.write(json.dumps({"start_error": "delivery folder %s exists already" % here}) + "\n")
+        _say({"start_error": "delivery folder %s exists already" % here})
         return 127
     _reserve(here)
     read_end, write_end = os.pipe()
@@ -499,9 +798,9 @@ def _run(req, lock):
     os.close(read_end)
     line = b"".join(chunks).decode(errors="replace").strip()
     if not line:
-        line = json.dumps({"start_error": "the supervisor ended before it reported (see launcher.log)"})
+        line = dumps({"start_error": "the supervisor ended before it reported (see launcher.log)"})
     if prepared is not None:
-        sys.stdout.write(json.dumps({"prepared": prepared}) + "\n")
+        _say({"prepared": prepared})
     sys.stdout.write(line + "\n")
     return 0 if '"started"' in line else 127
 
@@ -534,7 +833,7 @@ def _child_waker():
 def _supervise(req, here, report_fd):
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
-    _set_subreaper()
+    subreaper = _set_subreaper()
     stop = {"why": "", "packing": False}
 
     def _term(signum, frame):
@@ -553,16 +852,17 @@ def _supervise(req, here, report_fd):
     err = open(os.path.join(here, "agent.stderr"), "wb")
 
     def report(obj):
-        os.write(report_fd, (json.dumps(obj) + "\n").encode())
+        os.write(report_fd, (dumps(obj) + "\n").encode())
         os.close(report_fd)
 
     try:
-        proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
-    except OSError as exc:
+        agent = _spawn(spec["argv"], spec["cwd"], env, out.fileno(), err.fileno())
+    except StartError as exc:
+        report({"start_error": "%s: %s" % (exc.kind, exc)})
+        return 127
+    except (OSError, TypeError, ValueError) as exc:  # the fork itself, or an argv that is no list of strings
         report({"start_error": "%s: %s" % (type(exc).__name__, exc)})
         return 127
-    agent = proc.pid
     born = time.monotonic()
     started = sign(key, {"token": token, "pid": agent, "pgid": agent, "sid": agent, "launcher_pid": os.getpid(),
                          "time": time.time()})
@@ -600,7 +900,7 @@ def _supervise(req, here, report_fd):
                 with open(beat_path) as f:
                     seq_text, _, mac = f.read().strip().partition(" ")
                 seq = int(seq_text)
-                if seq > last_seq and hmac.compare_digest(heartbeat_line(key, token, seq), "%d %s" % (seq, mac)):
+                if seq > last_seq and compare_digest(heartbeat_line(key, token, seq), "%d %s" % (seq, mac)):
                     last_seq, last_beat = seq, time.monotonic()
             except (OSError, ValueError, TypeError):
                 pass
@@ -608,11 +908,11 @@ def _supervise(req, here, report_fd):
                 ended_by = "heartbeat"
         if ended_by != "exit":
             sys.stderr.write("supervisor: ending the agent tree (%s)\n" % ended_by)
-            end_tree(marker, agent, [agent, os.getpid()], note)
+            end_tree(marker, agent, [agent, os.getpid()], note, subreaper)
             break
         nap(0.2)
     # The agent may have left children (a dev server, a test watcher, a child that called setsid): end them too.
-    end_tree(marker, agent, [agent, os.getpid()], note)
+    end_tree(marker, agent, [agent, os.getpid()], note, subreaper)
     while "raw" not in status:
         try:
             pid, raw = os.waitpid(agent, 0)
@@ -621,7 +921,6 @@ def _supervise(req, here, report_fd):
         except ChildProcessError:
             status["raw"] = None
     raw = status["raw"]
-    proc.returncode = 0  # reaped above, by waitpid: Popen must not wait for it again
     out.close()
     err.close()
     if raw is None:
@@ -644,7 +943,7 @@ def _supervise(req, here, report_fd):
     for name in ("agent.stdout", "agent.stderr"):
         path = os.path.join(here, name)
         try:
-            record[name] = {"size": os.path.getsize(path), "sha256": _sha256(path)}
+            record[name] = {"size": os.path.getsize(path), "sha256": _sha256_file(path)}
         except OSError:
             record[name] = None
     # The agent's tree is gone: its folder is what it left, and this process packs it now, instead of a Python start
@@ -654,7 +953,8 @@ def _supervise(req, here, report_fd):
     if to_pack:
         record["packing"] = True
     try:
-        _with_reserve(here, lambda: _write_json(os.path.join(here, "exit.json"), sign(key, record)))
+        # Not synced: the worker reads it within a poll, and a host that goes down loses the attempt with it anyway.
+        _with_reserve(here, lambda: _write_json(os.path.join(here, "exit.json"), sign(key, record), durable=False))
     except OSError:
         to_pack = None  # the worker removed the folder already (it stopped the agent and collected)
     if to_pack:
@@ -675,7 +975,10 @@ def _supervise(req, here, report_fd):
             if stop["why"]:
                 raise _Stop("stopped while packing (SIGTERM)")
             try:
-                packed["ok"] = pack(to_pack["root"], here, to_pack.get("outputs") or ()) == 0
+                # The bundle's size and sha256 are signed with the rest: the worker takes the bundle only if it is
+                # the one this supervisor wrote. None: the host's disk is full (see pack).
+                packed["bundle"] = pack(to_pack["root"], here, to_pack.get("outputs") or ())
+                packed["ok"] = True
             finally:
                 stop["packing"] = False
                 if limit > 0 and hasattr(signal, "setitimer"):
@@ -716,7 +1019,7 @@ def kill(req):
             os.unlink(_entry_path(req["fleet"], token))
         except OSError:
             pass
-    sys.stdout.write(json.dumps({"ended": sorted(ended)}) + "\n")
+    _say({"ended": sorted(ended)})
     return 0
 
 
@@ -733,7 +1036,7 @@ def _why_end(entry, me):
 
 
 def reap(req):
-    sys.stdout.write(json.dumps({"reaped": _reap(req)}) + "\n")
+    _say({"reaped": _reap(req)})
     return 0
 
 
@@ -747,9 +1050,10 @@ def _reap(req):
             continue
         path = os.path.join(running, name)
         try:
-            with open(path) as f:
-                entry = json.load(f)
+            entry = _load_json(path)
         except (OSError, ValueError):
+            continue
+        if not isinstance(entry, dict):
             continue
         token = str(entry.get("token") or "")
         if token == req.get("token") or not token:
@@ -792,12 +1096,25 @@ def _reap(req):
         except OSError:
             continue
         if old and name not in live and name != req.get("token"):
-            shutil.rmtree(path, ignore_errors=True)
+            try:
+                _rmtree(path)
+            except OSError:
+                pass
     return report
 
 
-def _sha256(path):
-    h = hashlib.sha256()
+def _hasher(size=0):
+    """A sha256 object: the interpreter's own for what is small (no OpenSSL to load on the path of every attempt),
+    hashlib's (OpenSSL, several times faster) for a file over 1 MiB."""
+    if size > (1 << 20):
+        import hashlib
+
+        return hashlib.sha256()
+    return _sha256()
+
+
+def _sha256_file(path):
+    h = _hasher(os.path.getsize(path))
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
@@ -814,25 +1131,14 @@ def _text(name):
 def _named(entry, key, name):
     entry[key] = _text(name)
     if entry[key] != name:
+        import binascii
+
         entry[key + "_b64"] = binascii.b2a_base64(os.fsencode(name), newline=False).decode("ascii")
     return entry
 
 
 def _entry(rel, why, size=None, sha256=None, packed=False):
     return _named({"path": None, "size": size, "sha256": sha256, "packed": packed, "why": why}, "path", rel)
-
-
-class _Hashing(object):
-    """Reads a file for the tar and hashes exactly the bytes the tar got."""
-
-    def __init__(self, f):
-        self.f = f
-        self.h = hashlib.sha256()
-
-    def read(self, n=-1):
-        data = self.f.read(n)
-        self.h.update(data)
-        return data
 
 
 def _open_regular(name, dir_fd):
@@ -853,8 +1159,9 @@ class _Packer(object):
     never follows a symbolic link: a link is recorded with its target text, a FIFO, socket or device as not a
     regular file, and neither is ever opened for reading."""
 
-    def __init__(self, tar, caps, skip):
-        self.tar = tar
+    def __init__(self, bundle, kind, caps, skip):
+        self.bundle = bundle
+        self.kind = kind
         self.caps = caps
         self.skip = skip
         self.total = 0
@@ -883,19 +1190,14 @@ class _Packer(object):
         with f:
             size = st.st_size
             if self.caps and (size > self.caps[0] or self.total + size > self.caps[1]):
-                h = hashlib.sha256()
+                h = _hasher(size)
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
                 self.manifest.append(_entry(rel, "over the size cap", os.fstat(f.fileno()).st_size, h.hexdigest()))
                 return
-            info = self.tar.tarinfo(rel)
-            info.size = size
-            info.mtime = int(st.st_mtime)
-            info.mode = stat.S_IMODE(st.st_mode)
-            reader = _Hashing(f)
-            self.tar.addfile(info, reader)
+            sha256 = self.bundle.copy(self.kind, rel, f, size)
             self.total += size
-            self.manifest.append(_entry(rel, "", size, reader.h.hexdigest(), True))
+            self.manifest.append(_entry(rel, "", size, sha256, True))
 
     def walk(self, dir_fd, prefix, depth=0):
         """Every entry of the open folder ``dir_fd`` (shown as ``prefix``), folders last, in name order."""
@@ -950,56 +1252,158 @@ def _open_folder(top_fd, parts):
     return fd
 
 
-def _pack_into(tar_path, top_fd, items, caps, skip):
-    """Write ``tar_path`` from ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder
-    walked whole) and return the manifest."""
-    import tarfile  # here, not at the top: only pack needs it, and every launcher start would pay for it
-
-    tmp = tar_path + ".tmp"
-    with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        packer = _Packer(tar, caps, skip)
-        for name, shown in items:
-            folder = name.endswith("/")
-            parts = [p for p in name.split("/") if p]
-            if not parts:
-                continue
+def _pack_into(bundle, kind, top_fd, items, caps, skip):
+    """Put ``items`` ((path below top_fd, shown as) pairs; a path ending in '/' is a folder walked whole) into
+    ``bundle`` as frames of ``kind`` and return their manifest."""
+    packer = _Packer(bundle, kind, caps, skip)
+    for name, shown in items:
+        folder = name.endswith("/")
+        parts = [p for p in name.split("/") if p]
+        if not parts:
+            continue
+        try:
+            parent = _open_folder(top_fd, parts[:-1])
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            packer.manifest.append(_entry(shown, "cannot read: a folder on its way is a link or unreadable "
+                                                 "(%s)" % (exc.strerror or exc)))
+            continue
+        try:
+            leaf = parts[-1]
             try:
-                parent = _open_folder(top_fd, parts[:-1])
+                st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                packer.manifest.append(_entry(shown, "cannot read: a folder on its way is a link or unreadable "
-                                                     "(%s)" % (exc.strerror or exc)))
+                packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
                 continue
-            try:
-                leaf = parts[-1]
+            if folder and stat.S_ISDIR(st.st_mode):
+                fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
                 try:
-                    st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    packer.manifest.append(_entry(shown, "cannot read: %s" % (exc.strerror or exc)))
-                    continue
-                if folder and stat.S_ISDIR(st.st_mode):
-                    fd = os.open(leaf, _DIR_FLAGS, dir_fd=parent)
-                    try:
-                        packer.walk(fd, shown)
-                    finally:
-                        os.close(fd)
-                elif stat.S_ISDIR(st.st_mode):
-                    packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
-                else:
-                    packer.add_file(leaf, parent, shown.rstrip("/"), st)
-            finally:
-                os.close(parent)
-    os.replace(tmp, tar_path)
+                    packer.walk(fd, shown)
+                finally:
+                    os.close(fd)
+            elif stat.S_ISDIR(st.st_mode):
+                packer.manifest.append(_entry(shown + "/", "a folder, not a file"))
+            else:
+                packer.add_file(leaf, parent, shown.rstrip("/"), st)
+        finally:
+            os.close(parent)
     return packer.manifest
 
 
+BUNDLE = "bundle"
+BUNDLE_MAGIC = b"FLEET-BUNDLE 1\n"
+FILE, WORKSPACE, OUTPUT = b"f", b"w", b"o"
+"""A bundle frame's kind: a file of the delivery folder (the streams, streams.json, manifest.json, outputs.json,
+launcher.log), a file of the workspace (named below it), an output (named below the attempt folder)."""
+MAX_LOG = 1024 * 1024
+"""How much of launcher.log goes into the bundle: the supervisor writes a few lines; more is not its own."""
+HASH_INLINE = 1024 * 1024
+"""A bundle up to this size is hashed as it is written (the interpreter's own sha256); a larger one after, by
+hashlib (OpenSSL is several times faster, and loading it costs a start 3 ms)."""
+
+
+class _Bundle(object):
+    """Writes the delivery's bundle: everything the worker takes from a packed delivery, in one file, so it costs one
+    read over the transport (docs/launcher.md, "The bundle"): ``BUNDLE_MAGIC``, then one zlib stream (level 1: fast,
+    and a workspace of text still shrinks to a third) of frames: kind (1 byte), the name's length (4 bytes, big
+    endian), the data's length (8 bytes), the name (the file system's bytes), the data. Written to a temporary name
+    and renamed."""
+
+    def __init__(self, path):
+        import zlib
+
+        self.path = path
+        self.f = open(path + ".tmp", "wb")
+        self.z = zlib.compressobj(1)
+        self.h = _sha256()
+        self.size = 0
+        self._put(BUNDLE_MAGIC)
+
+    def _put(self, data):
+        if data:
+            self.f.write(data)
+            self.size += len(data)
+            if self.h is not None:
+                self.h.update(data)
+                if self.size > HASH_INLINE:
+                    self.h = None  # hashed whole once written (close)
+
+    def frame(self, kind, name, size):
+        raw = os.fsencode(name)
+        self._put(self.z.compress(kind + len(raw).to_bytes(4, "big") + size.to_bytes(8, "big") + raw))
+
+    def add(self, kind, name, data):
+        self.frame(kind, name, len(data))
+        self._put(self.z.compress(data))
+
+    def copy(self, kind, name, f, size):
+        """The first ``size`` bytes of the open file ``f`` as one frame; returns their sha256. A file that ends before
+        (it shrank since it was looked at) fails the pack, as a tar's would."""
+        self.frame(kind, name, size)
+        h = _hasher(size)
+        left = size
+        while left:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                raise OSError(errno.EIO, "unexpected end of data: %s shrank while it was packed" % _text(name))
+            h.update(chunk)
+            self._put(self.z.compress(chunk))
+            left -= len(chunk)
+        return h.hexdigest()
+
+    def close(self):
+        """Finish the file; returns its size and sha256, for packed.json."""
+        self._put(self.z.flush())
+        self.f.close()
+        os.replace(self.path + ".tmp", self.path)
+        return {"size": self.size, "sha256": self.h.hexdigest() if self.h is not None else _sha256_file(self.path)}
+
+    def discard(self):
+        self.f.close()
+        for path in (self.path + ".tmp", self.path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def read_bundle(data, limit):
+    """The frames of a bundle, [(kind, name, data)] in order; names decoded as the file system's bytes (a name that is
+    not UTF-8 keeps its bytes as surrogates). ValueError for anything that is not a whole bundle, or that holds more
+    than ``limit`` bytes of frames."""
+    import zlib
+
+    if not data.startswith(BUNDLE_MAGIC):
+        raise ValueError("not a bundle (no %r at its start)" % BUNDLE_MAGIC.strip())
+    z = zlib.decompressobj()
+    try:
+        raw = z.decompress(data[len(BUNDLE_MAGIC):], limit + 1)
+    except zlib.error as exc:
+        raise ValueError("a bundle whose frames do not decompress: %s" % exc)
+    if len(raw) > limit or z.unconsumed_tail:
+        raise ValueError("a bundle of over %d bytes" % limit)
+    if not z.eof or z.unused_data:
+        raise ValueError("a bundle cut short, or with bytes after its end")
+    frames, i, view = [], 0, memoryview(raw)
+    while i < len(raw):
+        if len(raw) - i < 13:
+            raise ValueError("a bundle frame cut short at byte %d" % i)
+        kind, n, size = raw[i:i + 1], int.from_bytes(raw[i + 1:i + 5], "big"), int.from_bytes(raw[i + 5:i + 13], "big")
+        i += 13
+        if kind not in (FILE, WORKSPACE, OUTPUT) or i + n + size > len(raw):
+            raise ValueError("a bundle frame that is not whole at byte %d" % (i - 13))
+        frames.append((kind, bytes(view[i:i + n]).decode("utf-8", "surrogateescape"), bytes(view[i + n:i + n + size])))
+        i += n + size
+    return frames
+
+
 def _streams(out, room=True):
-    """``streams.json`` in the delivery folder: each of the agent's output streams with its size, sha256 and how much
-    of it is kept (``kept``); a stream over ``MAX_STREAM`` gets ``NAME.head``, its first bytes, which is what the
-    worker takes (a runaway log, or a file truncated to 3 GB, must not go whole through the queue)."""
+    """Each of the agent's output streams with its size, sha256 and how much of it is kept (``kept``): its first
+    ``MAX_STREAM`` bytes, which is what the worker takes (a runaway log, or a file truncated to 3 GB, must not go whole
+    through the queue). ``room`` false (a full disk): a stream over the cap keeps nothing."""
     streams = {}
     for name in ("agent.stdout", "agent.stderr"):
         path = os.path.join(out, name)
@@ -1007,93 +1411,87 @@ def _streams(out, room=True):
             size = os.path.getsize(path)
         except OSError:
             continue
-        # No room (a full disk): a stream over the cap keeps nothing, rather than going whole through the queue.
-        streams[name] = {"size": size, "sha256": _sha256(path), "kept": min(size, MAX_STREAM) if room or size <= MAX_STREAM else 0}
-        if size > MAX_STREAM and room:
-            tmp = path + ".head.tmp"
-            with open(path, "rb") as src, open(tmp, "wb") as dst:
-                left = MAX_STREAM
-                while left:
-                    chunk = src.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
-                    dst.write(chunk)
-                    left -= len(chunk)
-            os.replace(tmp, path + ".head")
-    _write_json(os.path.join(out, "streams.json"), streams, durable=False)
+        streams[name] = {"size": size, "sha256": _sha256_file(path),
+                         "kept": min(size, MAX_STREAM) if room or size <= MAX_STREAM else 0}
+    return streams
 
 
 def pack(base, out, outputs=()):
-    """``base/workspace`` into ``workspace.tar.gz`` + ``manifest.json`` in the delivery folder ``out`` (never into
-    the attempt folder the agent wrote); the attempt's other outputs (relative to ``base``: the answer file, an
-    adapter's transcripts and state folders, a folder ending in '/') into ``outputs.tar.gz`` + ``outputs.json``,
-    by the same rules, so the worker never downloads through a link."""
-    fleet = out
+    """Pack the delivery into its bundle (``out``/bundle, never into the attempt folder the agent wrote): the agent's
+    streams (what is kept of each) and ``streams.json``; ``base/workspace``, each file a frame, with its manifest
+    (``manifest.json``); the attempt's other outputs (relative to ``base``: the answer file, an adapter's transcripts
+    and state folders, a folder ending in '/'), by the same rules, with ``outputs.json``; and launcher.log. Links are
+    recorded and never followed, FIFOs and devices never opened. Returns the bundle's size and sha256; None when the
+    host's disk is full: then streams.json, manifest.json (saying so) and outputs.json are files of their own, and the
+    worker takes those and the streams one by one."""
+    bundle = None
     try:
-        _streams(out)
+        streams = _streams(out)
+        bundle = _Bundle(os.path.join(out, BUNDLE))
+        for name in ("agent.stdout", "agent.stderr"):
+            if name in streams:
+                with open(os.path.join(out, name), "rb") as f:
+                    bundle.copy(FILE, name, f, streams[name]["kept"])
+        bundle.add(FILE, "streams.json", dumps(streams).encode())
         try:
             top = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as exc:
             # The agent removed (or replaced) its own attempt folder: that is its doing, and a record of it, not a
             # failure of the harness; its output in the delivery folder is intact and is still collected.
-            _pack_nothing(fleet, "the attempt folder is gone or unreadable (%s): the agent removed or replaced it"
-                          % (exc.strerror or exc))
-            return 0
-        try:
-            manifest = _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [("workspace/", "")], WORKSPACE_CAPS,
-                                  SKIP_DIRS)
-            found = _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [(rel, rel) for rel in outputs],
-                               OUTPUT_CAPS, ())
-        finally:
-            os.close(top)
-        _write_json(os.path.join(fleet, "outputs.json"), found, durable=False)
-        _write_json(os.path.join(fleet, "manifest.json"), manifest, durable=False)
+            manifest = [_entry("", "the attempt folder is gone or unreadable (%s): the agent removed or replaced it"
+                               % (exc.strerror or exc))]
+            found = []
+        else:
+            try:
+                manifest = _pack_into(bundle, WORKSPACE, top, [("workspace/", "")], WORKSPACE_CAPS, SKIP_DIRS)
+                found = _pack_into(bundle, OUTPUT, top, [(rel, rel) for rel in outputs], OUTPUT_CAPS, ())
+            finally:
+                os.close(top)
+        bundle.add(FILE, "outputs.json", dumps(found).encode())
+        bundle.add(FILE, "manifest.json", dumps(manifest).encode())
+        bundle.add(FILE, "launcher.log", _log_head(out))
+        return bundle.close()
     except OSError as exc:
+        if bundle is not None:
+            bundle.discard()
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         # The host's disk is full (the agent filled it, or something else did): what was half-written goes, the
         # reserve is given back, and the record says so; the agent's output streams, written already, are kept.
-        for name in ("workspace.tar.gz", "outputs.tar.gz", "agent.stdout.head", "agent.stderr.head"):
-            for path in (os.path.join(fleet, name), os.path.join(fleet, name + ".tmp")):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
         try:
-            os.unlink(os.path.join(fleet, RESERVE))
+            os.unlink(os.path.join(out, RESERVE))
         except OSError:
             pass
-        _streams(out, room=False)
-        _pack_nothing(fleet, "not packed: the host's disk is full (%s)" % (exc.strerror or exc))
-    return 0
+        _write_json(os.path.join(out, "streams.json"), _streams(out, room=False), durable=False)
+        _write_json(os.path.join(out, "outputs.json"), [], durable=False)
+        _write_json(os.path.join(out, "manifest.json"),
+                    [_entry("", "not packed: the host's disk is full (%s)" % (exc.strerror or exc))], durable=False)
+        return None
 
 
-def _pack_nothing(fleet, why):
-    """Empty tarballs, no outputs, and a manifest of one entry saying why nothing of the workspace was packed."""
-    top = os.open(fleet, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+def _log_head(out):
     try:
-        _pack_into(os.path.join(fleet, "workspace.tar.gz"), top, [], WORKSPACE_CAPS, SKIP_DIRS)
-        _pack_into(os.path.join(fleet, "outputs.tar.gz"), top, [], OUTPUT_CAPS, ())
-    finally:
-        os.close(top)
-    _write_json(os.path.join(fleet, "outputs.json"), [], durable=False)
-    _write_json(os.path.join(fleet, "manifest.json"), [_entry("", why)], durable=False)
+        with open(os.path.join(out, "launcher.log"), "rb") as f:
+            data = f.read(MAX_LOG + 1)
+    except OSError:
+        return b""
+    if len(data) > MAX_LOG:
+        data = data[:MAX_LOG] + b"\n[launcher.log cut at %d bytes]\n" % MAX_LOG
+    return data
 
 
 def _taken(fleet, token, root):
     """Why the attempt folder ``root`` is no longer delivery ``token``'s ("" while it is): a later delivery told it to
     stop (its reap wrote ``stop.json``), or another delivery's agent runs in that folder now (its running entry)."""
     try:
-        with open(os.path.join(delivery_dir(fleet, token), "stop.json")) as f:
-            stop = json.load(f)
+        stop = _load_json(os.path.join(delivery_dir(fleet, token), "stop.json"))
         return "a later delivery stopped this one: %s" % (stop.get("why") if isinstance(stop, dict) else stop)
     except (OSError, ValueError):
         pass
     running = os.path.join(fleet, "running")
     for name in sorted(os.listdir(running)) if os.path.isdir(running) else ():
         try:
-            with open(os.path.join(running, name)) as f:
-                entry = json.load(f)
+            entry = _load_json(os.path.join(running, name))
         except (OSError, ValueError):
             continue
         other = str(entry.get("token") or "") if isinstance(entry, dict) else ""
@@ -1112,12 +1510,29 @@ def _pack(req):
     # attempt may have made the folder afresh meanwhile, and its files are not this delivery's to keep.
     taken = _taken(req["fleet"], req["token"], req["root"])
     if taken:
-        sys.stdout.write(json.dumps({"superseded": taken}) + "\n")
+        _say({"superseded": taken})
         return 3
-    return pack(req["root"], here, req.get("outputs") or ())
+    _say({"bundle": pack(req["root"], here, req.get("outputs") or ())})
+    return 0
 
 
 VERBS = {"run": run, "pack": _pack, "kill": kill, "reap": reap}
+
+
+def _forget(req):
+    """Remove the delivery folders the request names under ``forget``: earlier deliveries whose files the worker has
+    taken (it asks here instead of with a command of its own). Only a folder of ``fleet/deliveries/`` named by a token,
+    never this delivery's, never one whose agent is still listed as running."""
+    fleet = req.get("fleet") or ""
+    for path in req.get("forget") or ():
+        token = os.path.basename(path) if isinstance(path, str) else ""
+        if (not token or path != delivery_dir(fleet, token) or token == req.get("token")
+                or not all(c in "0123456789abcdef" for c in token) or os.path.lexists(_entry_path(fleet, token))):
+            continue
+        try:
+            _rmtree(path)
+        except OSError:
+            pass  # the weekly sweep of the reap takes it later
 
 
 def serve(req):
@@ -1126,6 +1541,7 @@ def serve(req):
     if verb is None:
         sys.stderr.write("launcher: unknown verb %r (run|pack|kill|reap)\n" % (req.get("verb"),))
         return 2
+    _forget(req)
     return verb(req)
 
 
@@ -1135,7 +1551,7 @@ def main(argv):
         sys.stderr.write("usage: launch.py < REQUEST.json (one JSON line with verb, fleet, token, ...)\n")
         return 2
     try:
-        req = json.loads(sys.stdin.readline())
+        req = loads(sys.stdin.readline())
     except ValueError as exc:
         sys.stderr.write("launcher: the request is not JSON: %s\n" % exc)
         return 2

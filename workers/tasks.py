@@ -8,11 +8,12 @@ The task's settings (slot leases, start timeout) are the worker's own, given by 
 
 from __future__ import annotations
 
+import shlex
 import signal
 import threading
 
 from celery import Task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from harness.inventory import Host
 from harness.records import AttemptRequest
@@ -23,7 +24,7 @@ from workers.attempt import Timing, run_attempt
 from workers.slots import FileSlots, RedisSlots, Slots
 from workers.transport import Transport, connect_for
 
-__all__ = ["run_attempt_task", "slots_backend", "timing_for"]
+__all__ = ["forget_leftovers", "run_attempt_task", "slots_backend", "timing_for"]
 
 _transports: dict[tuple, Transport] = {}
 _transports_lock = threading.Lock()
@@ -60,10 +61,34 @@ def _transport(host: Host) -> Transport:
     with _transports_lock:
         t = _transports.get(key)
         if t is None or not t.alive:
+            leftovers = []
             if t is not None:
+                leftovers = t.leftovers
                 t.close()
             t = _transports[key] = connect_for(host)
+            t.leftovers = leftovers
         return t
+
+
+def forget_leftovers(timeout: float = 10.0) -> None:
+    """Remove, on each host, the delivery folders this process's attempts left for the next launcher call to remove
+    (workers/attempt.py): the worker is stopping, and there will be none. Best effort: what is left (a host gone, a
+    worker killed) is swept by a later start's reap within a week (docs/launcher.md)."""
+    with _transports_lock:
+        transports = list(_transports.values())
+    for t in transports:
+        if not t.leftovers:
+            continue
+        paths, t.leftovers = t.leftovers, []
+        try:
+            t.shell("rm -rf " + " ".join(shlex.quote(p) for p in paths), timeout=timeout)
+        except Exception:  # noqa: BLE001 - the host may be gone
+            pass
+
+
+@worker_process_shutdown.connect
+def _stopping(**_: object) -> None:
+    forget_leftovers()
 
 
 @worker_process_init.connect

@@ -54,13 +54,17 @@ def _stored_once_with_matching_sha256(runs: Path, sweep: str) -> list[dict]:
 
 
 # The agent logs its own interval to a file outside any workspace: "start PID T" then "end PID T" (also when it
-# is stopped: the TERM trap), so the test sees whether two deliveries ever ran at once.
+# is stopped: the TERM trap), so the test sees whether two deliveries ever ran at once. One end line whatever the
+# order of the TERMs: the tree's TERM may reach its sleep first, which ends the wait, and the shell itself a moment
+# later, while it writes its own end line (the trap wrote a second one: seen once in CI). Signals are taken between
+# commands, so `e` says whether the end line was claimed.
 def _interval_agent(log: Path, first_flag: Path, first_s: int, later_s: int) -> list[str]:
+    end = f'if [ $e = 0 ]; then e=1; echo "end $$ $(date +%s.%N)" >> {log}; fi'
     script = (
-        f'echo "start $$ $(date +%s.%N)" >> {log}; '
-        f'trap \'echo "end $$ $(date +%s.%N)" >> {log}; exit 143\' TERM; '
+        f'e=0; echo "start $$ $(date +%s.%N)" >> {log}; '
+        f"trap '{end}; exit 143' TERM; "
         f'if [ ! -e {first_flag} ]; then touch {first_flag}; s={first_s}; else s={later_s}; fi; '
-        f'sleep $s & wait $!; echo "end $$ $(date +%s.%N)" >> {log}; echo "ran $$"'
+        f'sleep $s & wait $!; {end}; echo "ran $$"'
     )
     return ["sh", "-c", script]
 

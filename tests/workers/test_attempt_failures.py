@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import re
-import tarfile
+import zlib
+import marshal
 
 import pytest
 
@@ -50,16 +50,48 @@ def root_of(req: AttemptRequest) -> str:
 
 
 def launcher_request(t: MemoryTransport) -> dict:
-    """The request the lifecycle sent the launcher in its last script (one JSON line on stdin)."""
+    """The request the lifecycle sent the launcher in its last script (on stdin, as launcher.boot_stdin writes it)."""
     stdin = t.stdins[-1]
-    assert stdin is not None and stdin.endswith(b"\n")
-    return json.loads(stdin)
+    assert stdin is not None
+    return launcher.boot_request(stdin)
+
+
+def launcher_requests(t: MemoryTransport, verb: str) -> list[dict]:
+    """Every request of ``verb`` the lifecycle sent the launcher, in order."""
+    sent = [launcher.boot_request(s) for i, s in enumerate(t.stdins) if s and re.search(r"' \w+ [0-9a-f]+$", t.scripts[i])]
+    return [r for r in sent if r["verb"] == verb]
 
 
 def delivery_of(t: MemoryTransport) -> str:
     """The folder of the latest attempt's delivery on the host (WORKDIR/.fleet/deliveries/TOKEN)."""
-    run = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"][-1]
+    run = launcher_requests(t, "run")[-1]
     return f"{run['fleet']}/deliveries/{run['token']}"
+
+
+def bundle_bytes(frames: list[tuple[bytes, str, bytes]]) -> bytes:
+    """A delivery's bundle as docs/launcher.md describes it, written here independently of the launcher's writer."""
+    raw = b""
+    for kind, name, data in frames:
+        encoded = name.encode("utf-8", "surrogateescape")
+        raw += kind + len(encoded).to_bytes(4, "big") + len(data).to_bytes(8, "big") + encoded + data
+    return launcher.BUNDLE_MAGIC + zlib.compress(raw)
+
+
+def packed_into_bundle(t: MemoryTransport, workspace: dict[str, bytes] | None = None,
+                       outputs: dict[str, bytes] | None = None, stdout: bytes | None = None) -> str:
+    """What the launcher's pack does on a healthy host: the delivery's stdout (as the host has it, unless ``stdout``
+    says otherwise), the workspace's and the outputs' files in the delivery's bundle; returns the pack verb's answer."""
+    here = delivery_of(t)
+    out = t.files.get(f"{here}/agent.stdout", b"") if stdout is None else stdout
+    streams = {"agent.stdout": {"size": len(out), "sha256": hashlib.sha256(out).hexdigest(), "kept": len(out)}}
+    frames = [(launcher.FILE, "agent.stdout", out), (launcher.FILE, "streams.json", json.dumps(streams).encode())]
+    frames += [(launcher.WORKSPACE, rel, data) for rel, data in (workspace or {}).items()]
+    frames += [(launcher.OUTPUT, rel, data) for rel, data in (outputs or {}).items()]
+    frames += [(launcher.FILE, "outputs.json", b"[]"), (launcher.FILE, "manifest.json", b"[]"),
+               (launcher.FILE, "launcher.log", b"")]
+    data = bundle_bytes(frames)
+    t.files[f"{here}/{launcher.BUNDLE}"] = data
+    return json.dumps({"bundle": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}) + "\n"
 
 
 def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[str, bytes] | None = None) -> MemoryTransport:
@@ -71,7 +103,7 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
     def launch(script: str, t: MemoryTransport) -> str:
         r = launcher_request(t)
         # The start first makes the attempt folder afresh and writes the prompt and the adapter's files into it.
-        t.files.update({path: base64.b64decode(data) for path, data in r["prepare"]["files"].items()})
+        t.files.update(r["prepare"]["files"])
         prepared = {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3", "executable": "/usr/bin/python3.12",
                     "disk_free_mb": 4000, "reaped": []}
         here = f"{r['fleet']}/deliveries/{r['token']}"
@@ -87,15 +119,8 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
         return json.dumps({"prepared": prepared}) + "\n" + json.dumps({"started": started}) + "\n"
 
     def pack(script: str, t: MemoryTransport) -> str:
-        # What the launcher's pack leaves: the files the agent left beside the workspace, in outputs.tar.gz.
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for rel, data in (leaves or {}).items():
-                info = tarfile.TarInfo(rel)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        t.files[f"{delivery_of(t)}/outputs.tar.gz"] = buf.getvalue()
-        return ""
+        # What the launcher's pack leaves: the files the agent left beside the workspace, as outputs in the bundle.
+        return packed_into_bundle(t, outputs=leaves)
 
     def poll(script: str, t: MemoryTransport) -> str:
         here = re.match(r"cd (\S+) ", script)
@@ -107,17 +132,16 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
         (r"command -v ", "/usr/local/bin/my-agent\n"),
         (r"\.ready$", ""),  # the harness release is installed (workers.install.ensure_harness)
         (r"' run [0-9a-f]+$", launch),
-        (r"cat exit\.json", poll),
+        (r"r exit\.json", poll),
         (r"^cat .*/exit\.json", ""),
         (r"' kill [0-9a-f]+$", '{"ended": []}\n'),
         (r"' pack [0-9a-f]+$", pack),
-        (r"^rm -rf .*/deliveries/", ""),
     ])
 
 
 KILL = r"' kill [0-9a-f]+$"
 PACK = r"' pack [0-9a-f]+$"
-POLL = r"cat exit\.json"
+POLL = r"r exit\.json"
 
 
 def assert_failure(result: AttemptResult, code: str) -> None:
@@ -137,7 +161,10 @@ def test_the_host_facts_come_with_the_start_and_home_is_asked_once_per_worker_an
     second = run_attempt(t, second_req, adapter_for("echo", req.agent), timing=FAST)
     assert (first.status, second.status) == ("finished", "finished"), (first.error, second.error)
     assert len(t.ran(r'^printf %s "\$HOME"$')) == 1
-    assert not t.ran(r"sys\.version|uname|df -Pk|^set -e; rm -rf |' reap [0-9a-f]+$")
+    launcher_calls = r"' (run|pack|kill) [0-9a-f]+$"  # their BOOT line reads sys.version: the interpreter's, for its code
+    asked = [s for s in t.ran(r"sys\.version|uname|df -Pk|^set -e; rm -rf |' reap [0-9a-f]+$")
+             if not re.search(launcher_calls, s)]
+    assert not asked, asked
     assert first.host_facts == second.host_facts == {"uname": "Linux 6.8.0 x86_64", "python": "3.12.3",
                                                       "disk_free_mb": "4000"}
     assert second.workspace.startswith(f"{HOME}/fleet/runs/s1/")
@@ -164,7 +191,7 @@ def test_a_healthy_host_finishes() -> None:
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert (result.status, result.reason, result.exit_code) == ("finished", "", 0), result.error
     assert result.agent_started_at and result.host_facts["disk_free_mb"] == "4000"
-    (run,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == "run"]
+    (run,) = launcher_requests(t, "run")
     assert run["spec"]["argv"] == ["my-agent", f"{root_of(req)}/prompt.md"]
     assert t.files[f"{root_of(req)}/prompt.md"] == b"rename my photos"
     assert not t.ran(KILL)
@@ -243,7 +270,7 @@ def test_a_timeout_is_status_timeout_and_the_group_is_killed() -> None:
     assert result.error == "the agent ran past the item's timeout of 1 s and was stopped"
     kills = t.ran(KILL)
     assert len(kills) == 1
-    kill = json.loads(t.stdins[t.scripts.index(kills[0])] or b"")
+    kill = launcher.boot_request(t.stdins[t.scripts.index(kills[0])] or b"")
     assert kill["pids"] == {"agent": 4242, "sid": 4242, "launcher": 4241} and kill["marker"]
     # Killed after the last poll, and collected after the kill: what it left is kept.
     last_poll = max(i for i, s in enumerate(t.scripts) if re.search(POLL, s))
@@ -301,12 +328,14 @@ def test_the_start_reaps_makes_the_folder_afresh_and_names_this_delivery() -> No
     # One launcher call reaps, makes the folder afresh and starts (workers/launcher.py run: the reap comes first).
     (start,) = t.ran(r"' run [0-9a-f]+$")
     assert not t.ran(r"' reap [0-9a-f]+$") and not t.ran(r"rm -rf .*/attempt-1")
-    sent = json.loads(t.stdins[t.scripts.index(start)] or b"")
+    stdin = t.stdins[t.scripts.index(start)] or b""
+    sent = launcher.boot_request(stdin)
     assert sent["entry"] == {"host": "tower1", "sweep_id": "s1", "sweep_uid": "", "cell": req.cell.id, "attempt": 1,
                              "slot": "redis:k#0", "root": root_of(req)}
     assert sent["prepare"]["root"] == root_of(req)
     assert sent["prepare"]["dirs"] == [f"{root_of(req)}/workspace", f"{root_of(req)}/.fleet"]
-    assert sent["source"] == launcher_source()
+    line, _, body = stdin.partition(b"\n")
+    assert zlib.decompress(marshal.loads(body[:int(line)])["source"]) == launcher_source()
     # The key travels on stdin only: in no script, and it differs per delivery.
     run = launcher_request_of(t, "run")
     assert run["key"] not in "".join(t.scripts) and run["marker"] not in "".join(t.scripts)
@@ -315,18 +344,22 @@ def test_the_start_reaps_makes_the_folder_afresh_and_names_this_delivery() -> No
     run_attempt(again, req, adapter_for("echo", req.agent), timing=FAST)
     assert launcher_request_of(again, "run")["key"] != run["key"]
     assert launcher_request_of(again, "run")["token"] != run["token"]
-    # The delivery's folder is removed once its files are in the result.
-    assert t.ran(r"^rm -rf .*/deliveries/" + run["token"])
+    # The delivery's folder is removed once its files are in the result: by the next launcher call on the host (no
+    # command of its own on the way to the result), or when the worker stops.
+    assert not t.ran(r"rm -rf .*/deliveries/")
+    run_attempt(t, req.model_copy(update={"attempt": 2}), adapter_for("echo", req.agent), timing=FAST)
+    forgotten = [launcher_requests(t, "run")[-1]["forget"], launcher_requests(t, "pack")[-1]["forget"]]
+    assert forgotten == [[f"{run['fleet']}/deliveries/{run['token']}"], []], forgotten
 
 
-def launcher_source() -> str:
+def launcher_source() -> bytes:
     from workers.attempt import LAUNCHER_SOURCE
 
-    return LAUNCHER_SOURCE.decode()
+    return LAUNCHER_SOURCE
 
 
 def launcher_request_of(t: MemoryTransport, verb: str) -> dict:
-    (found,) = [json.loads(i) for i in t.stdins if i and json.loads(i)["verb"] == verb]
+    (found,) = launcher_requests(t, verb)
     return found
 
 
@@ -363,22 +396,13 @@ def test_a_record_signed_for_another_delivery_is_ignored() -> None:
     assert result.status == "timeout", result.error
 
 
-def test_tar_members_outside_the_workspace_are_refused() -> None:
-    import io
-    import tarfile
-
+def test_bundle_members_outside_the_workspace_are_refused() -> None:
     req = request()
     t = healthy_host(req)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name in ("ok.txt", "../escape.txt", "/etc/evil", "a/../../b.txt", "sub/fine.txt"):
-            info = tarfile.TarInfo(name)
-            info.size = 3
-            tf.addfile(info, io.BytesIO(b"abc"))
 
     def pack(script: str, t: MemoryTransport) -> str:
-        t.files[f"{delivery_of(t)}/workspace.tar.gz"] = buf.getvalue()
-        return ""
+        names = ("ok.txt", "../escape.txt", "/etc/evil", "a/../../b.txt", "sub/fine.txt")
+        return packed_into_bundle(t, workspace={name: b"abc" for name in names})
 
     t.on(PACK, pack)
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
@@ -419,8 +443,7 @@ def test_output_changed_after_the_agent_ended_is_artifact_corrupt() -> None:
     t = healthy_host(req)
 
     def pack(script: str, t: MemoryTransport) -> str:
-        t.files[f"{delivery_of(t)}/agent.stdout"] = b"forged\n"  # rewritten after the launcher signed its size
-        return ""
+        return packed_into_bundle(t, stdout=b"forged\n")  # rewritten after the launcher signed its size
 
     t.on(PACK, pack)
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
@@ -560,13 +583,13 @@ def test_a_forged_packed_record_is_polled_at_the_polls_pace_until_the_true_one_c
         assert here is not None
         return t.files[f"{here.group(1)}/packed.json"].decode()
 
-    t.on(r"' run [0-9a-f]+$", launch).on(r"cat packed\.json", packed)
+    t.on(r"' run [0-9a-f]+$", launch).on(r"r packed\.json", packed)
     # The poll that sees exit.json finds no packed.json yet: the worker waits for it (await_pack).
     t.on(POLL, lambda script, t: t.files[f"{delivery_of(t)}/exit.json"].decode())
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=Timing(start_timeout_s=2.0, poll_min_s=0.05,
                                                                                 poll_max_s=0.05))
     assert result.status == "finished", result.error
-    waits = [s for s in t.ran(r"cat packed\.json") if "exit.json" not in s]  # await_pack's polls, not the wait's
+    waits = [s for s in t.ran(r"r packed\.json") if "exit.json" not in s]  # await_pack's polls, not the wait's
     assert len(waits) < 40, f"{len(waits)} polls in 0.5 s of a 50 ms poll"
     assert not t.ran(PACK), "the supervisor's signed packed.json was taken: no pack of the worker's own"
 
@@ -650,3 +673,90 @@ def test_an_agent_that_ended_in_time_but_after_the_last_poll_is_finished_not_tim
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert (result.status, result.exit_code) == ("finished", 3), (result.status, result.error)
     assert len(t.ran(KILL)) == 1, "the tree is still ended: the worker could not know it had"
+
+
+def test_a_bundle_that_is_not_the_one_the_launcher_packed_is_artifact_corrupt() -> None:
+    """The bundle's size and sha256 come signed in packed.json (or from the pack verb's own answer): a bundle changed
+    in the delivery folder since (an agent's doing) is not taken, not one file of it."""
+    req = request()
+    t = healthy_host(req, leaves={"answer.txt": b"the answer"})
+
+    def pack(script: str, t: MemoryTransport) -> str:
+        answer = packed_into_bundle(t, outputs={"answer.txt": b"the answer"})
+        here = delivery_of(t)
+        t.files[f"{here}/{launcher.BUNDLE}"] = bundle_bytes([(launcher.OUTPUT, "answer.txt", b"forged")])
+        return answer
+
+    t.on(PACK, pack)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "artifact_corrupt")
+    assert "bundle is not the one its launcher packed" in result.error
+    assert not [a for a in result.artifacts if a.name == "answer.txt"]
+
+
+def test_a_bundle_that_cannot_be_read_is_artifact_corrupt() -> None:
+    req = request()
+    t = healthy_host(req)
+
+    def pack(script: str, t: MemoryTransport) -> str:
+        data = launcher.BUNDLE_MAGIC + zlib.compress(b"f\x00\x00\x00\x09agent.std")  # a frame cut short
+        t.files[f"{delivery_of(t)}/{launcher.BUNDLE}"] = data
+        return json.dumps({"bundle": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}) + "\n"
+
+    t.on(PACK, pack)
+    result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
+    assert_failure(result, "artifact_corrupt")
+    assert "bundle cannot be read" in result.error
+
+
+def sent_tag(stdin: bytes | None) -> str:
+    """The interpreter a launcher call's code was compiled by (``tag`` of what launcher.boot_stdin wrote)."""
+    line, _, body = (stdin or b"").partition(b"\n")
+    return str(marshal.loads(body[:int(line)])["tag"])
+
+
+def test_the_code_a_host_compiled_is_sent_back_to_it_and_dropped_when_it_does_not_load() -> None:
+    """A host whose interpreter is not the worker's compiles the launcher's source and gives its code back once
+    (workers/launcher.py run): the next calls send that code, so the host compiles nothing. Code that does not load
+    there (the interpreter behind the host's python changed) leaves no answer line: the source again, at once."""
+    req = request()
+    t = healthy_host(req)
+    host_code = base64.b64encode(zlib.compress(b"the host's own code")).decode()
+    healthy_start = next(r for p, r in t.replies if p.pattern == r"' run [0-9a-f]+$")
+    assert callable(healthy_start)
+
+    def start(script: str, t: MemoryTransport) -> str:
+        assert launcher_request(t)["want_code"] is True
+        answer = str(healthy_start(script, t))
+        if sent_tag(t.stdins[-1]) == "host python 3.99":
+            return answer
+        return json.dumps({"compiled": {"tag": "host python 3.99", "code": host_code}}) + "\n" + answer
+
+    t.on(r"' run [0-9a-f]+$", start)
+    assert run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST).status == "finished"
+    second = run_attempt(t, req.model_copy(update={"attempt": 2}), adapter_for("echo", req.agent), timing=FAST)
+    assert second.status == "finished", second.error
+    tags = [sent_tag(s) for s, script in zip(t.stdins, t.scripts) if s and re.search(r"' \w+ [0-9a-f]+$", script)]
+    assert tags[0] != "host python 3.99" and set(tags[2:]) == {"host python 3.99"}, tags
+    # The interpreter changed: the code does not load (a traceback, no answer line); the source goes at once.
+    t.on(r"' pack [0-9a-f]+$", lambda script, t: ShellResult(1, "", "ValueError: bad marshal data")
+         if b"host python 3.99" in (t.stdins[-1] or b"") else packed_into_bundle(t))
+    third = run_attempt(t, req.model_copy(update={"attempt": 3}), adapter_for("echo", req.agent), timing=FAST)
+    assert third.status == "finished", third.error
+    assert "launcher code python3" not in t.memo
+
+
+def test_the_delivery_folders_left_for_the_next_call_are_removed_when_the_worker_stops() -> None:
+    from workers import tasks
+
+    req = request()
+    t = healthy_host(req).on(r"^rm -rf ", "")
+    assert run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST).status == "finished"
+    run = launcher_request_of(t, "run")
+    assert t.leftovers == [f"{run['fleet']}/deliveries/{run['token']}"]
+    tasks._transports[("test",)] = t
+    try:
+        tasks.forget_leftovers()
+    finally:
+        del tasks._transports[("test",)]
+    assert t.leftovers == [] and t.ran(r"^rm -rf " + re.escape(f"{run['fleet']}/deliveries/{run['token']}") + "$")

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,9 +47,9 @@ class Delivery:
     def call(self, verb: str, timeout: float = 30, host_env: dict[str, str] | None = None,
              **request: object) -> subprocess.CompletedProcess[bytes]:
         """One launcher verb; ``host_env`` is the launcher's own environment (the host's, or a local worker's)."""
-        body = {"source": SOURCE, "verb": verb, "fleet": str(self.fleet), "token": self.token, **request}
+        body = {"verb": verb, "fleet": str(self.fleet), "token": self.token, **request}
         return subprocess.run([sys.executable, "-c", launcher.BOOT, verb, self.token], capture_output=True,
-                              input=(json.dumps(body) + "\n").encode(), timeout=timeout, cwd="/", env=host_env)
+                              input=launcher.boot_stdin(SOURCE, body), timeout=timeout, cwd="/", env=host_env)
 
     def run(self, argv: list[str], deadline_s: float = 30, env: dict[str, str] | None = None,
             heartbeat_s: float = 0, pass_env: list[str] | None = None,
@@ -380,7 +379,7 @@ def _start(d: Delivery, argv: list[str], files: dict[str, bytes], program: str |
            path: str | None = None) -> subprocess.CompletedProcess[bytes]:
     """The worker's start: reap, the attempt folder made afresh with its files, then run (one Python start)."""
     prepare = {"root": str(d.base), "dirs": [str(d.base / "workspace"), str(d.base / ".fleet")],
-               "files": {str(d.base / rel): base64.b64encode(data).decode() for rel, data in files.items()},
+               "files": {str(d.base / rel): data for rel, data in files.items()},
                "program": program, "path": path}
     spec = {"argv": argv, "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
     return d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry=d.entry,
@@ -485,7 +484,13 @@ def test_unknown_verb_and_bad_usage(tmp_path: Path) -> None:
     assert proc.returncode == 2 and b"usage" in proc.stderr
 
 
-def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Path) -> None:
+def bundle(folder: Path) -> dict[tuple[bytes, str], bytes]:
+    """The delivery's bundle, {(kind, name): data}."""
+    frames = launcher.read_bundle((folder / launcher.BUNDLE).read_bytes(), 1 << 30)
+    return {(kind, name): data for kind, name, data in frames}
+
+
+def test_pack_writes_its_bundle_with_the_manifest_into_the_delivery_folder(tmp_path: Path) -> None:
     d = delivery(tmp_path)
     d.folder.mkdir(parents=True)
     ws = d.base / "workspace"
@@ -509,7 +514,9 @@ def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Pat
 
     proc = d.call("pack", root=str(d.base))
     assert proc.returncode == 0, proc.stderr
-    manifest = json.loads((d.folder / "manifest.json").read_text())
+    packed = bundle(d.folder)
+    assert json.loads(proc.stdout)["bundle"]["size"] == (d.folder / launcher.BUNDLE).stat().st_size
+    manifest = json.loads(packed[launcher.FILE, "manifest.json"])
     by_path = {e["path"]: e for e in manifest}
     for rel, data in files.items():
         e = by_path[rel]
@@ -523,12 +530,7 @@ def test_pack_writes_tarball_and_manifest_into_the_delivery_folder(tmp_path: Pat
     assert e["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
     assert by_path["link"]["packed"] is False and by_path["link"]["why"] == "not a regular file"
 
-    with tarfile.open(d.folder / "workspace.tar.gz", "r:gz") as tar:
-        names = sorted(m.name for m in tar.getmembers())
-        assert names == sorted(files)
-        for rel, data in files.items():
-            member = tar.extractfile(rel)
-            assert member is not None and member.read() == data
+    assert {name: data for (kind, name), data in packed.items() if kind == launcher.WORKSPACE} == files
     assert not list(d.folder.glob("*.tmp"))
     assert sorted(p.name for p in d.base.iterdir()) == ["workspace"]
 
@@ -639,7 +641,7 @@ def test_the_pack_verb_refuses_an_attempt_folder_a_later_delivery_took(tmp_path:
         proc = first.call("pack", root=str(first.base))
         assert proc.returncode == 3, proc.stdout + proc.stderr
         assert json.loads(proc.stdout)["superseded"].startswith("a later delivery runs in "), proc.stdout
-        assert not (first.folder / "workspace.tar.gz").exists()
+        assert not (first.folder / launcher.BUNDLE).exists()
         # Told to stop by that delivery's reap (stop.json), as a supervisor superseded mid-pack is.
         (first.folder / "stop.json").write_text(json.dumps({"why": "the same attempt delivered again", "by": "t2"}))
         again.call("kill", marker=again.marker, pids={"agent": s2["pid"], "sid": s2["sid"],

@@ -12,7 +12,6 @@ import os
 import stat
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 from tests.support import REPO
@@ -34,10 +33,9 @@ def out(base: Path) -> Path:
 
 def pack(base: Path, *outputs: str) -> subprocess.CompletedProcess[bytes]:
     """The launcher's pack as the worker calls it: the source and the request on stdin."""
-    body = {"source": LAUNCHER.read_text(encoding="utf-8"), "verb": "pack", "fleet": str(fleet_of(base)),
-            "token": TOKEN, "root": str(base), "outputs": list(outputs)}
+    body = {"verb": "pack", "fleet": str(fleet_of(base)), "token": TOKEN, "root": str(base), "outputs": list(outputs)}
     return subprocess.run([sys.executable, "-c", launcher.BOOT, "pack", TOKEN], capture_output=True, timeout=60,
-                          input=(json.dumps(body) + "\n").encode(), cwd="/")
+                          input=launcher.boot_stdin(LAUNCHER.read_bytes(), body), cwd="/")
 
 
 def attempt(tmp_path: Path) -> tuple[Path, Path]:
@@ -47,13 +45,25 @@ def attempt(tmp_path: Path) -> tuple[Path, Path]:
     return base, base / "workspace"
 
 
+def frames(base: Path) -> list[tuple[bytes, str, bytes]]:
+    return launcher.read_bundle((out(base) / launcher.BUNDLE).read_bytes(), 1 << 30)
+
+
+def delivered(base: Path, name: str) -> bytes:
+    """A file of the delivery as the worker takes it: from the bundle, or on its own when the pack wrote none (a full
+    disk)."""
+    if (out(base) / launcher.BUNDLE).exists():
+        return next(data for kind, n, data in frames(base) if (kind, n) == (launcher.FILE, name))
+    return (out(base) / name).read_bytes()
+
+
 def manifest(base: Path, name: str = "manifest.json") -> list[dict]:
-    return json.loads((out(base) / name).read_text(encoding="utf-8"))
+    return json.loads(delivered(base, name))
 
 
-def members(base: Path, name: str = "workspace.tar.gz") -> dict[str, bytes]:
-    with tarfile.open(out(base) / name, "r:gz") as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+def members(base: Path, kind: bytes = launcher.WORKSPACE) -> dict[str, bytes]:
+    """The workspace's (or the outputs') files in the bundle."""
+    return {n: data for k, n, data in frames(base) if k == kind}
 
 
 def test_links_fifos_and_devices_are_recorded_never_followed_or_opened(tmp_path: Path) -> None:
@@ -82,9 +92,7 @@ def test_links_fifos_and_devices_are_recorded_never_followed_or_opened(tmp_path:
     assert "link" not in by_path["fifo"] and "link" not in by_path["zero"]
     assert not any(p.startswith("to-folder/") for p in by_path)
     assert members(base) == {"real.txt": b"real\n"}
-    with open(out(base) / "workspace.tar.gz", "rb") as f:
-        import gzip
-        assert b"CANARY" not in gzip.decompress(f.read())
+    assert not any(b"CANARY" in data for _, _, data in frames(base))
 
 
 def test_names_that_are_not_utf8_keep_their_bytes(tmp_path: Path) -> None:
@@ -95,7 +103,7 @@ def test_names_that_are_not_utf8_keep_their_bytes(tmp_path: Path) -> None:
     os.symlink(b"target\xfd", os.fsencode(ws) + b"/link")
     proc = pack(base)
     assert proc.returncode == 0, proc.stderr
-    raw = (out(base) / "manifest.json").read_bytes()
+    raw = delivered(base, "manifest.json")
     raw.decode("ascii")  # plain JSON: no raw byte, no surrogate a strict reader would refuse
     by_path = {e["path"]: e for e in json.loads(raw)}
     e = by_path["dir\\udcff/in.txt"]
@@ -146,7 +154,7 @@ def test_outputs_beside_the_workspace_are_packed_without_following_links(tmp_pat
     assert by_path["answer.txt"]["link"] == "/etc/passwd" and not by_path["answer.txt"]["packed"]
     assert by_path["linked-state"]["link"] == "/etc" and by_path["state/agents/etc"]["link"] == "/etc"
     assert by_path["session.json"]["why"] == "not a regular file"
-    assert members(base, "outputs.tar.gz") == {"transcript.jsonl": b'{"event": "run_start"}\n',
+    assert members(base, launcher.OUTPUT) == {"transcript.jsonl": b'{"event": "run_start"}\n',
                                                "state/agents/db.sqlite": b"db"}
 
 
@@ -161,4 +169,4 @@ def test_an_output_below_a_linked_folder_is_not_read_through_the_link(tmp_path: 
     entries = manifest(base, "outputs.json")
     assert [e["path"] for e in entries] == ["state/agents/", "state/session.json"]
     assert all(e["why"].startswith("cannot read: a folder on its way is a link") for e in entries), entries
-    assert members(base, "outputs.tar.gz") == {}
+    assert members(base, launcher.OUTPUT) == {}

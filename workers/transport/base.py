@@ -50,6 +50,9 @@ class Transport(ABC):
         names: a shim resolved once), found
         by the first attempt and reused by the next ones: a worker keeps one transport per host
         (workers.tasks), so each costs one command per worker process instead of one per attempt."""
+        self.leftovers: list[str] = []
+        """Delivery folders on the host whose files this worker has taken: the next launcher call removes them
+        (workers.attempt), or ``workers.tasks.forget_leftovers`` when the worker stops."""
 
     @abstractmethod
     def open(self) -> None:

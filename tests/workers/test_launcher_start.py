@@ -1,0 +1,301 @@
+"""The launcher's start as lean as the path of every attempt needs it (issue 14): no heavy module imported, code the
+host need not compile, and the small standard-library parts that stand in for json, hmac, shutil and subprocess doing
+exactly what those do. Each runs the launcher as the host does (tests/workers/test_launcher.py's Delivery)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from hashlib import sha256
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.workers.test_launcher import SOURCE, Delivery, _start, delivery
+from workers import launcher
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
+    | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_dumps_and_loads_are_the_json_modules(value: object) -> None:
+    assert launcher.dumps(value) == json.dumps(value)
+    assert launcher.dumps(value, canonical=True) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+    assert launcher.loads(json.dumps(value)) == value
+    assert launcher.loads(json.dumps(value, indent=2).encode()) == value
+
+
+def test_loads_reads_the_constants_json_writes_and_refuses_what_json_refuses() -> None:
+    assert math.isinf(launcher.loads("Infinity")) and math.isnan(launcher.loads(" NaN "))
+    for bad in ("", "{", "[1,]", '{"a": 1} x', "'a'", "tru", '"\\x"', b"\xff"):
+        with pytest.raises(ValueError):
+            launcher.loads(bad)
+        with pytest.raises(ValueError):
+            json.loads(bad)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=300))
+def test_hmac_sha256_is_the_hmac_modules(key: bytes, msg: bytes) -> None:
+    assert launcher.hmac_sha256(key, msg) == hmac.new(key, msg, sha256).hexdigest()
+
+
+def test_a_record_whose_mac_is_not_ascii_is_not_taken_and_raises_nothing() -> None:
+    """compare_digest refuses a str with other than ASCII in it (TypeError): a record an agent forged with such a mac
+    made the worker's check raise instead of saying no."""
+    key, token = "ab" * 32, "0" * 24
+    record = launcher.sign(key, {"token": token, "exit_code": 0})
+    assert launcher.verify(key, record, token)
+    assert not launcher.verify(key, {**record, "mac": "\u00e9" * 64}, token)
+    assert not launcher.verify(key, {**record, "mac": record["mac"][:-1] + "\u00e9"}, token)
+
+
+def _imports(proc: subprocess.CompletedProcess[bytes]) -> set[str]:
+    """The modules a ``python -X importtime`` run imported, by the lines it wrote on stderr."""
+    return {line.split("|")[-1].strip() for line in proc.stderr.decode(errors="replace").splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+def test_a_start_imports_none_of_the_heavy_modules(tmp_path: Path) -> None:
+    """Each of these cost a start milliseconds on the path of every attempt (json and subprocess pull in re, signal
+    enum, hashlib OpenSSL, ctypes its classes, tarfile most of them): a start needs none."""
+    d = delivery(tmp_path)
+    spec = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    body = {"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker, "spec": spec,
+            "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "pack": {"root": str(d.base), "outputs": []},
+            "prepare": {"root": str(d.base), "dirs": [str(d.base / "workspace")], "files": {str(d.base / "p"): b"x"},
+                        "program": None, "path": None}}
+    proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", launcher.BOOT, "run", d.token],
+                          input=launcher.boot_stdin(SOURCE, body), capture_output=True, timeout=30, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    d.started(proc)
+    heavy = {"json", "re", "enum", "subprocess", "shutil", "hashlib", "hmac", "signal", "ctypes", "tarfile", "gzip",
+             "threading", "selectors", "base64", "struct"}
+    assert _imports(proc) & heavy == set()
+    d.exit()
+    assert launcher.verify(d.key, _packed(d), d.token)
+    # ... and neither did the supervisor, which packed: its imports went to its log.
+    assert _imports_in_log(d) & heavy == set()
+
+
+def _packed(d: Delivery) -> dict:
+    """The supervisor's packed.json, once it is there (it packs after exit.json)."""
+    path = d.folder / "packed.json"
+    end = time.monotonic() + 10
+    while not path.exists():
+        assert time.monotonic() < end, f"no packed.json: {d.log()}"
+        time.sleep(0.02)
+    return json.loads(path.read_text())
+
+
+def _imports_in_log(d: Delivery) -> set[str]:
+    return {line.split("|")[-1].strip() for line in d.log().splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+def _run_answers(d: Delivery, compiled: tuple[str, bytes] | None) -> list[dict]:
+    spec = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    body = {"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker, "spec": spec,
+            "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "want_code": True}
+    proc = subprocess.run([sys.executable, "-S", "-c", launcher.BOOT, "run", d.token], capture_output=True, timeout=30,
+                          input=launcher.boot_stdin(SOURCE, body, compiled), cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+
+def test_a_host_of_another_interpreter_compiles_the_source_once_and_gives_its_code_back(tmp_path: Path) -> None:
+    """Code compiled here loads only in an interpreter of this very version: a host of another one compiles the source
+    (10 to 16 ms of a start), and its first start gives its own code back for the next ones."""
+    import base64
+
+    first = delivery(tmp_path, "a1")
+    answers = _run_answers(first, ("Python 0.0 (another)", b"not code at all"))
+    compiled = answers[0]["compiled"]
+    assert compiled["tag"] == sys.version and launcher.verify(first.key, answers[-1]["started"], first.token)
+    again = delivery(tmp_path, "a2")
+    answers = _run_answers(again, (compiled["tag"], base64.b64decode(compiled["code"])))
+    assert [list(a) for a in answers] == [["started"]], "the code given back was compiled again"
+    # This worker's own interpreter is the host's here: its own code runs, and nothing comes back.
+    assert [list(a) for a in _run_answers(delivery(tmp_path, "a3"), None)] == [["started"]]
+
+
+def test_boot_request_reads_back_what_boot_stdin_wrote() -> None:
+    body = {"verb": "kill", "token": "t", "files": {"/a": b"\x00\xff"}, "n": [1, 2.5, None, True]}
+    stdin = launcher.boot_stdin(SOURCE, body)
+    assert launcher.boot_request(stdin) == body
+    line, _, rest = stdin.partition(b"\n")
+    assert len(rest) == int(line)
+
+
+def test_rmtree_removes_links_never_what_they_point_at_and_any_depth(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "precious.txt").write_text("keep me")
+    top = tmp_path / "top"
+    deep = top
+    for i in range(300):  # deeper than the interpreter's recursion would go with a frame per folder and room to spare
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("x")
+    os.symlink(keep, top / "to-keep")
+    os.symlink(keep / "precious.txt", deep / "to-file")
+    os.mkfifo(top / "fifo")
+    launcher._rmtree(str(top))
+    assert not top.exists() and (keep / "precious.txt").read_text() == "keep me"
+    link = tmp_path / "link"
+    os.symlink(keep, link)
+    launcher._rmtree(str(link))  # a link in the folder's place: the link goes, not its target's files
+    assert not os.path.lexists(link) and (keep / "precious.txt").exists()
+    launcher._rmtree(str(tmp_path / "never-there"))
+    locked = tmp_path / "locked"
+    (locked / "inner").mkdir(parents=True)
+    (locked / "inner" / "f").write_text("x")
+    os.chmod(locked / "inner", 0o500)
+    if os.geteuid() != 0:  # root removes it anyway
+        with pytest.raises(OSError):
+            launcher._rmtree(str(locked))
+    os.chmod(locked / "inner", 0o700)
+
+
+def test_which_finds_what_command_v_finds(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tool").write_text("#!/bin/sh\n")
+    (bin_dir / "tool").chmod(0o755)
+    (bin_dir / "plain").write_text("not executable\n")
+    (bin_dir / "folder").mkdir()
+    path = f"/nonexistent:{bin_dir}"
+    assert launcher._which("tool", path) == str(bin_dir / "tool")
+    assert launcher._which("plain", path) is None and launcher._which("folder", path) is None
+    assert launcher._which(str(bin_dir / "tool"), "") == str(bin_dir / "tool")
+    assert launcher._which("sh", os.defpath) is not None
+
+
+AGENT_REPORT = ("import json,os,sys;json.dump({'fds':sorted(int(n) for n in os.listdir('/proc/self/fd')),"
+                "'sid':os.getsid(0)==os.getpid(),'env':dict(os.environ),'cwd':os.getcwd()},sys.stdout)")
+"""What the agent says of itself (a Python program: it sets SIGPIPE ignored for itself as it starts, so what it was
+given is read by `cat` of its own status, before)."""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="Linux /proc")
+def test_the_agent_is_started_as_popen_would_start_it(tmp_path: Path) -> None:
+    """fork and exec by hand instead of subprocess (14 ms of imports a start): a session of its own, exactly the
+    environment given, SIGPIPE default again, the cwd, and no fd beyond 0-2, not even one the launcher was given."""
+    d = delivery(tmp_path)
+    r, w = os.pipe()
+    os.set_inheritable(w, True)
+    try:
+        argv = ["sh", "-c", 'cat /proc/self/status > ../status.txt; exec "$0" -S -c "$1"', sys.executable, AGENT_REPORT]
+        spec = {"argv": argv, "env": {"ONLY": "this"}, "pass_env": [],
+                "cwd": str(d.base / "workspace")}
+        body = {"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker,
+                "spec": spec, "deadline_s": 30, "heartbeat_s": 0, "entry": {}}
+        proc = subprocess.run([sys.executable, "-S", "-c", launcher.BOOT, "run", d.token], capture_output=True,
+                              input=launcher.boot_stdin(SOURCE, body), timeout=30, cwd="/", pass_fds=(w,))
+    finally:
+        os.close(r)
+        os.close(w)
+    d.started(proc)
+    assert d.exit()["exit_code"] == 0, d.log()
+    seen = json.loads((d.folder / "agent.stdout").read_text())
+    assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) == 4, seen["fds"]  # the fourth: the listing's own
+    assert seen["sid"] and seen["cwd"] == str(d.base / "workspace")
+    env = {k: v for k, v in seen["env"].items() if k not in (launcher.MARKER_VAR, "PWD")}  # sh sets PWD
+    assert env == launcher.agent_env(dict(os.environ), spec) and env["ONLY"] == "this", env
+    ignored = next(line for line in (d.base / "status.txt").read_text().splitlines() if line.startswith("SigIgn:"))
+    assert int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1)) == 0, "SIGPIPE stayed ignored for the agent"
+    assert seen["env"][launcher.MARKER_VAR] == d.marker
+
+
+def test_an_agent_that_cannot_start_says_why_as_popen_did(tmp_path: Path) -> None:
+    d2 = delivery(tmp_path, "a2")
+    spec_missing_cwd = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(tmp_path / "no-such-folder")}
+    proc = d2.call("run", key=d2.key, marker=d2.marker, spec=spec_missing_cwd, deadline_s=30, heartbeat_s=0, entry={})
+    assert proc.returncode == 127
+    error = json.loads(proc.stdout)["start_error"]
+    assert error.startswith("FileNotFoundError: ") and "no-such-folder" in error, error
+    d3 = delivery(tmp_path, "a3")
+    proc = d3.run(["no-such-agent-program"], env={"PATH": str(tmp_path)})
+    assert json.loads(proc.stdout)["start_error"] == ("FileNotFoundError: [Errno 2] No such file or directory: "
+                                                      "'no-such-agent-program'")
+
+
+def test_a_call_removes_the_delivery_folders_it_is_told_to_forget_and_nothing_else(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    deliveries = d.fleet / "deliveries"
+    done, running, named = (deliveries / t for t in ("a" * 24, "b" * 24, "not-a-token"))
+    for folder in (done, running, named):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "f").write_text("x")
+    (d.fleet / "running").mkdir(parents=True)
+    (d.fleet / "running" / f"{'b' * 24}.json").write_text("{}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    forget = [str(done), str(running), str(named), str(outside), str(deliveries / ".." / "deliveries" / ("c" * 24)),
+              str(deliveries / d.token), 7]
+    proc = d.call("reap", entry={}, forget=forget)
+    assert proc.returncode == 0, proc.stderr
+    assert not done.exists() and running.exists() and named.exists() and outside.exists()
+
+
+def _bundle(raw: bytes) -> bytes:
+    return launcher.BUNDLE_MAGIC + zlib.compress(raw)
+
+
+def test_read_bundle_takes_only_a_whole_bundle_within_its_limit() -> None:
+    frame = launcher.WORKSPACE + (3).to_bytes(4, "big") + (2).to_bytes(8, "big") + b"a/b" + b"hi"
+    assert launcher.read_bundle(_bundle(frame), 100) == [(launcher.WORKSPACE, "a/b", b"hi")]
+    raw_name = launcher.OUTPUT + (1).to_bytes(4, "big") + (0).to_bytes(8, "big") + b"\xff"
+    assert launcher.read_bundle(_bundle(raw_name), 100) == [(launcher.OUTPUT, "\udcff", b"")]
+    bad = [
+        b"not a bundle",
+        _bundle(frame)[:-3],  # cut short
+        _bundle(frame) + b"x",  # bytes after its end
+        _bundle(frame[:-1]),  # a frame cut short
+        _bundle(b"x" + frame[1:]),  # no such kind
+        _bundle(frame[:5] + (10 ** 12).to_bytes(8, "big") + frame[13:]),  # a length past the end
+        launcher.BUNDLE_MAGIC + b"\x00garbage",
+    ]
+    for data in bad:
+        with pytest.raises(ValueError):
+            launcher.read_bundle(data, 100)
+    with pytest.raises(ValueError, match="over 10 bytes"):
+        launcher.read_bundle(_bundle(frame + frame), 10)
+
+
+def test_the_supervisors_bundle_is_what_packed_json_signs(tmp_path: Path) -> None:
+    d = delivery(tmp_path)
+    (d.base / "workspace" / "made.txt").write_text("made\n")
+    spec = {"argv": ["sh", "-c", "echo out; echo err >&2"], "env": {}, "pass_env": [],
+            "cwd": str(d.base / "workspace")}
+    proc = d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry={},
+                  pack={"root": str(d.base), "outputs": ["answer.txt"]})
+    d.started(proc)
+    d.exit()
+    packed = _packed(d)
+    assert launcher.verify(d.key, packed, d.token) and packed["ok"] is True
+    data = (d.folder / launcher.BUNDLE).read_bytes()
+    assert packed["bundle"] == {"size": len(data), "sha256": sha256(data).hexdigest()}
+    frames = {(kind, name): body for kind, name, body in launcher.read_bundle(data, 1 << 30)}
+    assert frames[launcher.FILE, "agent.stdout"] == b"out\n" and frames[launcher.FILE, "agent.stderr"] == b"err\n"
+    assert frames[launcher.WORKSPACE, "made.txt"] == b"made\n"
+    manifest = json.loads(frames[launcher.FILE, "manifest.json"])
+    assert manifest == [{"path": "made.txt", "size": 5, "sha256": sha256(b"made\n").hexdigest(), "packed": True,
+                         "why": ""}]
+    streams = json.loads(frames[launcher.FILE, "streams.json"])
+    assert streams["agent.stdout"] == {"size": 4, "sha256": sha256(b"out\n").hexdigest(), "kept": 4}
