@@ -4,8 +4,10 @@ A real loopback sshd with a pinned key, an agent that does nothing (`true`), one
 
 * **attempt**: `run_attempt` over the harness's SSH transport, in this process (no queue): median and p90 of N
   attempts, and what one attempt does on the host (commands, Python starts, SFTP reads and writes);
-* **its floor**, on the same connection in the same run: the same count of commands, Python starts
-  (`python -S -c pass`, the cheapest a launcher could have) and SFTP operations done raw, with no harness work;
+* **its floor**, on the same connection, beside each attempt (before it in every other round, after it in the rest,
+  so both see the same load of the machine and neither always follows the other): the
+  same count of commands, Python starts (`python -S -c pass`, the cheapest a launcher could have) and SFTP operations
+  done raw, with no harness work;
 * **through Celery**: `fleet sweep` on Redis with one `fleet worker`, N and 2N cells; the time per attempt is
   (wall(2N) - wall(N)) / N, so what a sweep costs once (starting, planning, the report) is not in it, and is
   given apart (wall(N) - N x per attempt);
@@ -69,51 +71,67 @@ class Counting:
         return counted
 
 
-def in_process(host: Host, attempts: int) -> tuple[list[float], dict[str, float], Transport]:
+def in_process(host: Host, attempts: int) -> tuple[list[float], list[float], dict[str, float]]:
+    """N attempts and, after each, its floor: the same operations done raw on the same connection (interleaved, so
+    both see the same load of the machine)."""
     t = connect_for(host)
     t.open()
     counting = Counting(t)
     item = Item(id="noop", kind="open", title="noop", prompt="do nothing", timeout_s=60)
     agent = host.agents["cmd"]
-    times = []
+    times: list[float] = []
+    floors: list[float] = []
     warm = 3
+    per: dict[str, float] = {}
+    ops_seen: dict[str, int] = {}
     for n in range(warm + attempts):
-        if n == warm:
-            counting.counts.clear()
         cell = Cell(id=Cell.make_id(host.name, item.id, "cmd", n + 1), host=host.name, item=item.id, agent="cmd",
                     rep=n + 1, seed=1)
         req = AttemptRequest(sweep_id="bench", cell=cell, attempt=1, host=host, agent=agent, item=item,
                              prompt="do nothing", harness_commit="bench")
+        # The floor first on every other round: whichever goes second meets what the first left (a supervisor still
+        # ending, an SSH session closing), so neither is always the one that does.
+        floor_first = n % 2 == 1 and bool(ops_seen)
+        if floor_first:
+            floor = raw_floor(t, host, ops_seen)
+        counting.counts.clear()
         start = time.perf_counter()
         result = run_attempt(t, req, adapter_for("cmd", agent))
-        if n >= warm:
-            times.append(time.perf_counter() - start)
+        took = time.perf_counter() - start
         if result.status != "finished":
             raise SystemExit(f"attempt {n}: {result.status} {result.reason}: {result.error}")
-    per = {k: v / attempts for k, v in counting.counts.items()}
-    return times, per, t
+        ops = ops_seen = dict(counting.counts)
+        if not floor_first:
+            floor = raw_floor(t, host, ops)
+        if n >= warm:
+            times.append(took)
+            floors.append(floor)
+            for k, v in ops.items():
+                per[k] = per.get(k, 0) + v / attempts
+    t.close()
+    return times, floors, per
 
 
-def raw_floor(t: Transport, host: Host, per: dict[str, float], attempts: int) -> list[float]:
-    """The same operations per attempt, done raw on the same connection."""
+def raw_floor(t: Transport, host: Host, ops: dict[str, int]) -> float:
+    """The same operations as one attempt, done raw on the same connection: its Python starts (``python -S -c
+    pass``, the cheapest a launcher could have), commands (``true``), reads and writes of a small file."""
     # The transport's own methods, not the counting wrappers (they are instance attributes).
     shell, get, put = type(t).shell.__get__(t), type(t).get.__get__(t), type(t).put.__get__(t)
     probe = f"{host.workdir}/bench-floor.txt"
-    put(probe, b"x" * 200)
+    if "probe" not in t.memo:
+        put(probe, b"x" * 200)
+        t.memo["probe"] = "1"
     py = f"exec {host.python} -S -c pass"
-    times = []
-    for _ in range(attempts):
-        start = time.perf_counter()
-        for _ in range(round(per.get("python", 0))):
-            shell(py, timeout=30)
-        for _ in range(round(per.get("shell", 0))):
-            shell("true", timeout=30)
-        for _ in range(round(per.get("get", 0))):
-            get(probe)
-        for _ in range(round(per.get("put", 0))):
-            put(probe, b"x" * 200)
-        times.append(time.perf_counter() - start)
-    return times
+    start = time.perf_counter()
+    for _ in range(ops.get("python", 0)):
+        shell(py, timeout=30)
+    for _ in range(ops.get("shell", 0)):
+        shell("true", timeout=30)
+    for _ in range(ops.get("get", 0)):
+        get(probe)
+    for _ in range(ops.get("put", 0)):
+        put(probe, b"x" * 200)
+    return time.perf_counter() - start
 
 
 def celery_round_trip(redis_url: str, tmp: Path, runs: int = 30) -> list[float]:
@@ -148,7 +166,7 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
     walls: dict[int, list[float]] = {}
     try:
         worker.wait_ready()
-        for repeat in (1, 2, 1, 2):
+        for repeat in (1, 2, 1, 2, 1, 2):
             start = time.perf_counter()
             r = subprocess.run(FLEET + ["sweep", "-i", str(inv), "--prompts", str(prompts), "--broker", redis.url,
                                         "--runs", str(tmp / f"runs-{repeat}"), "--repeat", str(repeat), "--json"],
@@ -162,7 +180,7 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
             walls.setdefault(repeat, []).append(wall)
     finally:
         worker.stop()
-    one, two = min(walls[1]), min(walls[2])  # the better of two runs each: the machine's noise only adds
+    one, two = min(walls[1]), min(walls[2])  # the best of three runs each: the machine's noise only adds
     per = (two - one) / cells
     return {"cells": cells, "wall_n_s": round(one, 2), "wall_2n_s": round(two, 2), "per_attempt_ms": round(per * 1000, 1),
             "fixed_s": round(one - per * cells, 2)}
@@ -186,9 +204,7 @@ def main() -> int:
         inv = tmp / "inv.toml"
         inv.write_text("schema_version = 1\n" + host_toml)
         host = load_inventory(str(inv)).hosts["bench"]
-        attempt, per, t = in_process(host, args.attempts)
-        floor = raw_floor(t, host, per, args.attempts)
-        t.close()
+        attempt, floor, per = in_process(host, args.attempts)
         celery = celery_round_trip(redis.url, tmp)
         sweep = through_celery(host_toml, tmp, redis, args.cells)
     finally:

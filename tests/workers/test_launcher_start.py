@@ -299,3 +299,38 @@ def test_the_supervisors_bundle_is_what_packed_json_signs(tmp_path: Path) -> Non
                          "why": ""}]
     streams = json.loads(frames[launcher.FILE, "streams.json"])
     assert streams["agent.stdout"] == {"size": 4, "sha256": sha256(b"out\n").hexdigest(), "kept": 4}
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="Linux /proc")
+@pytest.mark.parametrize("spawn", [launcher._posix_spawn, launcher._fork_exec])
+def test_both_ways_of_starting_an_agent_give_it_the_same(spawn: object, tmp_path: Path) -> None:
+    """posix_spawn where the host can make a session with it, fork and exec where not: the same agent either way."""
+    assert callable(spawn)
+    report = "ls /proc/self/fd > fds; grep SigIgn /proc/self/status > ignored; pwd > cwd; env > env; ps -o sid= -p $$ > sid"
+    out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    r, w = os.pipe()
+    os.set_inheritable(w, True)
+    here = os.getcwd()
+    try:
+        pid = spawn(["sh", "-c", report], str(tmp_path), {"PATH": os.defpath, "ONLY": "this"}, out, out)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.chdir(here)
+        for fd in (out, r, w):
+            os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, (tmp_path / "out").read_text()
+    assert (tmp_path / "cwd").read_text().strip() == str(tmp_path)
+    fds = sorted(int(n) for n in (tmp_path / "fds").read_text().split())
+    assert fds[:3] == [0, 1, 2] and len(fds) <= 4, fds  # the fourth: the listing's own
+    assert int((tmp_path / "ignored").read_text().split()[1], 16) & (1 << (signal.SIGPIPE - 1)) == 0
+    env = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines() if "=" in line)
+    assert {k: v for k, v in env.items() if k not in ("PWD", "SHLVL", "_")} == {"PATH": os.defpath, "ONLY": "this"}
+    assert int((tmp_path / "sid").read_text()) == pid
+    with pytest.raises(launcher.StartError) as missing:
+        spawn(["no-such-agent-program"], str(tmp_path), {"PATH": str(tmp_path)}, 1, 2)
+    assert (missing.value.kind, str(missing.value)) == (
+        "FileNotFoundError", "[Errno 2] No such file or directory: 'no-such-agent-program'")
+    with pytest.raises(launcher.StartError) as no_cwd:
+        spawn(["true"], str(tmp_path / "gone"), {"PATH": os.defpath}, 1, 2)
+    assert no_cwd.value.kind == "FileNotFoundError" and str(tmp_path / "gone") in str(no_cwd.value)
+    assert os.getcwd() == here
