@@ -6,13 +6,12 @@ The baseline is that check as it was, `list.count` per artifact (quadratic), mea
 the same run; the store's own figure is a whole `record_attempt` of N empty files (names, checks, writes,
 fsyncs, meta.json, index rows), which includes that check done the new way.
 
-Run: .venv/bin/python bench/bench_many_files.py [--sizes 1000,10000,30000] [--baseline-max 30000] [--json F]
+Run: .venv/bin/python bench/bench_many_files.py [--sizes 1000,10000,30000] [--baseline-max 10000] [--json F]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, SweepRecord, utc_now  # noqa: E402
 from harness.catalog import Item  # noqa: E402
 from harness.store import Store  # noqa: E402
+from bench.record import record  # noqa: E402
 
 
 def names(n: int) -> list[str]:
@@ -61,7 +61,7 @@ def record(n: int, folder: Path) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,30000")
-    ap.add_argument("--baseline-max", type=int, default=30000)
+    ap.add_argument("--baseline-max", type=int, default=10000)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     rows = []
@@ -73,8 +73,7 @@ def main() -> None:
                      "baseline_name_check_alone_s": None if check is None else round(check, 2)})
         print(f"{n:>7} files: record_attempt {whole:7.2f} s; baseline name check alone "
               f"{'-' if check is None else f'{check:7.2f} s'}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    record(args.json or None, "many_files", rows)
 
 
 if __name__ == "__main__":

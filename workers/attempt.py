@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import posixpath
 import secrets
 import shlex
@@ -123,9 +124,15 @@ POLL_TICK_S = 0.01
 
 
 def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, target: str = "exit.json") -> str:
-    """One poll on the host: write the heartbeat, then look for exit.json while the launcher lives, for up to
-    ``window_s``: every 10 ms for the first 0.1 s (an agent that ends soon after the poll began is seen at once),
-    then every 50 ms; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+    """One poll on the host: write the heartbeat, then wait for exit.json while the launcher lives, for up to
+    ``window_s``; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
+
+    The wait blocks on the delivery's wake FIFO (workers/launcher.py WAKE): the supervisor writes a line into it once
+    exit.json (then packed.json) is there, so the end is seen at once, and nothing on the host wakes at intervals to
+    look. A timer in the background writes this poll's own line (``t`` and the shell's pid) at the window's end; any
+    other line (an earlier poll's timer, an agent's) only makes the poll look again. The FIFO is opened for reading
+    and writing, so the open never waits for a writer, nor a read for ever. Where there is no FIFO (a file system
+    without them, or an agent removed it) the poll looks every 10 ms for the first 0.1 s, then every 50 ms.
 
     A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead: that look counts as 1 s, so
     the window stays ``window_s``. Counted as one look, a 2 s window took 40 s: past the poll's own 30 s + window
@@ -138,21 +145,31 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     # grep and another cat were 4 ms of each poll. r FILE sets x to FILE's line if FILE is a regular file (a FIFO in a
     # record's place would hold a reader for ever) that has one.
     read_fn = 'r() { x=; [ -f "$1" ] || return 1; IFS= read -r x < "$1"; [ -n "$x" ]; }; '
+    # w FILE SECONDS WHOLE TICKS: wait until FILE is there, the launcher is gone or SECONDS passed (WHOLE where sleep
+    # takes whole seconds only; TICKS of 10 ms where there is no wake FIFO). `command exec`: a redirection that fails
+    # (the FIFO went) must not end the shell, as it would for the special built-in exec. The timer's output goes to
+    # /dev/null: its sleep outlives the poll, and would hold the command's output open (and the worker) until it ends.
+    wait_fn = (
+        "w() { if [ -p wake ] && { command exec 3<>wake; } 2>/dev/null; then "
+        "(sleep $2 2>/dev/null || sleep $3; echo \"t$$\" >&3) >/dev/null 2>&1 & t=$!; "
+        f"while [ ! -e \"$1\" ] && kill -0 {launcher_pid} 2>/dev/null && IFS= read -r y <&3 && [ \"$y\" != \"t$$\" ]; "
+        "do :; done; kill $t 2>/dev/null; exec 3>&-; "
+        f"else n=0; while [ ! -e \"$1\" ] && [ $n -lt $4 ] && kill -0 {launcher_pid} 2>/dev/null; do "
+        "if [ $n -lt 10 ]; then s=0.01; k=1; else s=0.05; k=5; fi; "
+        "if sleep $s 2>/dev/null; then n=$((n+k)); else sleep 1; n=$((n+100)); fi; done; fi; }; ")
+    whole = max(1, math.ceil(window_s))
     # An exit record that says the supervisor is packing: wait for packed.json too (up to 2 s more), and print it on
     # the next line, so the end of a short attempt costs one round trip, not two.
-    then_packed = (f"printf '%s\\n' \"$x\"; case $x in *'\"packing\": true'*) m=0; while [ ! -e packed.json ] && "
-                   f"[ $m -lt 200 ] && kill -0 {launcher_pid} 2>/dev/null; do if sleep 0.01 2>/dev/null; then "
-                   f"m=$((m+1)); else sleep 1; m=$((m+100)); fi; done; r packed.json && printf '%s\\n' \"$x\";; esac; true"
+    then_packed = ("printf '%s\\n' \"$x\"; case $x in *'\"packing\": true'*) w packed.json 2 2 200; "
+                   "r packed.json && printf '%s\\n' \"$x\";; esac; true"
                    if target == "exit.json" else "printf '%s\\n' \"$x\"")
     # Stopped (SIGSTOP): the state field of /proc/PID/stat, read by the shell; `ps` where there is no /proc (macOS).
     stopped = (f"if [ -r /proc/{launcher_pid}/stat ]; then IFS= read -r x < /proc/{launcher_pid}/stat; "
                f"case ${{x##*) }} in [Tt]*) echo STOPPED;; esac; else ps -o stat= -p {launcher_pid} 2>/dev/null | "
                f"grep -q '^[Tt]' && echo STOPPED; fi; true")
     return (
-        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; {beat_part}{read_fn}"
-        f"n=0; while [ ! -e {target} ] && [ $n -lt {ticks} ] && "
-        f"kill -0 {launcher_pid} 2>/dev/null; do if [ $n -lt 10 ]; then s=0.01; k=1; else s=0.05; k=5; fi; "
-        f"if sleep $s 2>/dev/null; then n=$((n+k)); else sleep 1; n=$((n+100)); fi; done; "
+        f"cd {delivery} 2>/dev/null || {{ echo GONE; exit 0; }}; {beat_part}{read_fn}{wait_fn}"
+        f"{'w ' + target + ' ' + format(window_s, '.3f') + ' ' + str(whole) + ' ' + str(ticks) + '; ' if ticks else ''}"
         f"if r {target}; then {then_packed}; "
         f"elif kill -0 {launcher_pid} 2>/dev/null; then {stopped}; "
         f"elif r {target}; then {then_packed}; else echo GONE; fi"

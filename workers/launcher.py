@@ -737,6 +737,32 @@ class _Stop(Exception):
     pass
 
 
+WAKE = "wake"
+"""A FIFO in the delivery folder: the supervisor writes a line into it when exit.json, then packed.json, is there, and
+the worker's poll on the host blocks reading it (workers.attempt.poll_script), so the agent's end is seen at once
+and no host process wakes at intervals to look."""
+
+
+def _waker(here):
+    """What writes the wake line: the FIFO held open for reading and writing, so a write never blocks nor fails for want
+    of a reader (the line waits in it for the next poll), and a poll's open never waits for a writer."""
+    try:
+        fd = os.open(os.path.join(here, WAKE), os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError("not a FIFO")
+    except OSError:
+        return lambda: None
+
+    def wake():
+        try:
+            os.write(fd, b"x\n")
+        except OSError:
+            pass  # full of lines nobody read (an agent's): a poll that waits wakes anyway
+
+    return wake
+
+
 def _prepare(req, prep):
     """What comes before the agent, in the same Python start (each is 10-150 ms on a host): end what earlier
     deliveries left that this one replaces, make the attempt folder afresh, write the prompt and the adapter's
@@ -843,6 +869,10 @@ def _run(req, lock):
         _say({"start_error": "delivery folder %s exists already" % here})
         return 127
     _reserve(here)
+    try:
+        os.mkfifo(os.path.join(here, WAKE), 0o600)
+    except (OSError, AttributeError):
+        pass  # a file system without FIFOs: the worker's polls look at intervals instead
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the supervisor
@@ -950,6 +980,7 @@ def _supervise(req, here, report_fd):
     entry_path = _entry_path(req["fleet"], token)
     _write_json(entry_path, entry, durable=False)
     report({"started": started})
+    wake = _waker(here)
 
     status = {}
 
@@ -1032,6 +1063,7 @@ def _supervise(req, here, report_fd):
     try:
         # Not synced: the worker reads it within a poll, and a host that goes down loses the attempt with it anyway.
         _with_reserve(here, lambda: _write_json(os.path.join(here, "exit.json"), sign(key, record), durable=False))
+        wake()
     except OSError:
         to_pack = None  # the worker removed the folder already (it stopped the agent and collected)
     if to_pack:
@@ -1064,6 +1096,7 @@ def _supervise(req, here, report_fd):
             sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
         try:
             _with_reserve(here, lambda: _write_json(os.path.join(here, "packed.json"), sign(key, packed), durable=False))
+            wake()
         except OSError:
             pass
     try:

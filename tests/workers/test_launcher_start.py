@@ -334,3 +334,31 @@ def test_both_ways_of_starting_an_agent_give_it_the_same(spawn: object, tmp_path
         spawn(["true"], str(tmp_path / "gone"), {"PATH": os.defpath}, 1, 2)
     assert no_cwd.value.kind == "FileNotFoundError" and str(tmp_path / "gone") in str(no_cwd.value)
     assert os.getcwd() == here
+
+
+def test_the_hosts_wait_blocks_on_the_wake_fifo_and_starts_no_process_at_intervals(tmp_path: Path) -> None:
+    """The poll on the host waits for the supervisor's wake line (launcher.WAKE): it returns when the agent ended,
+    with exit.json and packed.json, and in the meantime starts no `sleep` every 10 or 50 ms (as it did: a process a
+    look, per waiting host); the only sleep is its timer's."""
+    from workers.attempt import poll_script
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sleeps"
+    (bin_dir / "sleep").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec /bin/sleep "$1"\n')
+    (bin_dir / "sleep").chmod(0o755)
+    d = delivery(tmp_path)
+    spec = {"argv": ["/bin/sleep", "0.6"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    started = d.started(d.call("run", key=d.key, marker=d.marker, spec=spec, deadline_s=30, heartbeat_s=0, entry={},
+                               pack={"root": str(d.base), "outputs": []}))
+    assert (d.folder / launcher.WAKE).is_fifo()
+    script = poll_script(str(d.folder), "1-x", 8.0, started["launcher_pid"])
+    t0 = time.monotonic()
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    took = time.monotonic() - t0
+    exit_line, packed_line = out.stdout.strip().splitlines()
+    assert launcher.verify(d.key, json.loads(exit_line), d.token) and json.loads(exit_line)["packing"] is True
+    assert launcher.verify(d.key, json.loads(packed_line), d.token)
+    assert took < 6, f"a poll of an 8 s window returned {took:.1f} s after it began, for an agent of 0.6 s"
+    assert len(calls.read_text().split()) <= 2, calls.read_text()  # the timers of the two waits, at most
