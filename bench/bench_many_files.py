@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, SweepRecord, utc_now  # noqa: E402
 from harness.catalog import Item  # noqa: E402
 from harness.store import Store  # noqa: E402
-from bench.record import record  # noqa: E402
+from bench.record import record as record_figures  # noqa: E402
 
 
 def names(n: int) -> list[str]:
@@ -73,7 +73,7 @@ def main() -> None:
                      "baseline_name_check_alone_s": None if check is None else round(check, 2)})
         print(f"{n:>7} files: record_attempt {whole:7.2f} s; baseline name check alone "
               f"{'-' if check is None else f'{check:7.2f} s'}", flush=True)
-    record(args.json or None, "many_files", rows)
+    record_figures(args.json or None, "many_files", rows)
 
 
 if __name__ == "__main__":
