@@ -362,3 +362,50 @@ def test_the_hosts_wait_blocks_on_the_wake_fifo_and_starts_no_process_at_interva
     assert launcher.verify(d.key, json.loads(packed_line), d.token)
     assert took < 6, f"a poll of an 8 s window returned {took:.1f} s after it began, for an agent of 0.6 s"
     assert len(calls.read_text().split()) <= 2, calls.read_text()  # the timers of the two waits, at most
+
+
+def _interpreters() -> list[str]:
+    """Pythons 3.8+ of other versions on this machine (pyenv's, or on PATH): what a fleet's hosts run."""
+    import glob
+    import shutil
+
+    found: dict[str, str] = {}
+    for minor in range(8, 15):
+        paths = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+        path = paths[-1] if paths else shutil.which(f"python3.{minor}")
+        if path and f"{sys.version_info[0]}.{sys.version_info[1]}" != f"3.{minor}":
+            found[f"3.{minor}"] = path
+    return [found[k] for k in sorted(found)]
+
+
+@pytest.mark.parametrize("python", _interpreters() or [pytest.param("", marks=pytest.mark.skip(
+    reason="no Python of another version on this machine"))])
+def test_a_host_of_any_python_from_3_8_starts_supervises_and_packs(python: str, tmp_path: Path) -> None:
+    """The launcher on a host whose Python is not the worker's: the first start compiles the source and gives its code
+    back, the next runs that code; each starts the agent, signs its records and packs its bundle."""
+    import base64
+
+    d = delivery(tmp_path, "a1")
+    spec = {"argv": ["sh", "-c", "echo hi; echo made > made.txt"], "env": {}, "pass_env": [],
+            "cwd": str(d.base / "workspace")}
+    body = {"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker, "spec": spec,
+            "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "want_code": True,
+            "pack": {"root": str(d.base), "outputs": []}}
+    proc = subprocess.run([python, "-S", "-c", launcher.BOOT, "run", d.token], input=launcher.boot_stdin(SOURCE, body),
+                          capture_output=True, timeout=60, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answers = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    compiled = answers[0]["compiled"]
+    assert compiled["tag"] != sys.version and launcher.verify(d.key, answers[-1]["started"], d.token)
+    assert d.exit()["exit_code"] == 0 and _packed(d)["ok"] is True
+    frames = {(k, n): data for k, n, data in launcher.read_bundle((d.folder / launcher.BUNDLE).read_bytes(), 1 << 30)}
+    assert (frames[launcher.FILE, "agent.stdout"], frames[launcher.WORKSPACE, "made.txt"]) == (b"hi\n", b"made\n")
+    again = delivery(tmp_path, "a2")
+    body.update(token=again.token, key=again.key, marker=again.marker, spec={**spec, "cwd": str(again.base / "workspace")},
+                pack={"root": str(again.base), "outputs": []})
+    proc = subprocess.run([python, "-S", "-c", launcher.BOOT, "run", again.token], capture_output=True, timeout=60,
+                          cwd="/", input=launcher.boot_stdin(SOURCE, body, (compiled["tag"],
+                                                                            base64.b64decode(compiled["code"]))))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [list(json.loads(line)) for line in proc.stdout.decode().splitlines()] == [["started"]]
+    assert again.exit()["exit_code"] == 0 and _packed(again)["ok"] is True
