@@ -1,9 +1,9 @@
 """``python -m bench``: run every benchmark, one after the other, and print what each measured.
 
 Each benchmark is its own script (bench/README.md says what it measures and beside which baseline or floor);
-this runs them in turn as separate processes, so one's memory and threads never weigh on the next, records the
-figures of those that can in ``bench/results.json`` (``--json``), and ends with a table of each one's exit status
-and wall time. Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
+this runs them in turn as separate processes, so one's memory and threads never weigh on the next, records their
+figures in ``bench/results.json`` (``--json``), and ends with a table of each one's exit status and wall time, then
+the table of issue 14's goals, each figure beside its floor or baseline (``bench/goals.py``). Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
 figure, and copy the figures into the README.
 
     python -m bench                 # everything (about 30 minutes on the 2-core development machine, a third of
@@ -15,6 +15,7 @@ figure, and copy the figures into the README.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -63,6 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\nbenchmark    exit  wall")
     for name, rc, wall in rows:
         print(f"{name:<12} {rc:>4}  {wall:6.1f} s")
+    print(f"{'all':<12} {'':>4}  {sum(w for _, _, w in rows):6.1f} s")
+    if not args.quick:
+        from bench.goals import table
+
+        try:
+            results = json.loads(Path(args.json).read_text())
+        except (OSError, ValueError):
+            results = {}
+        print("\n" + table(results if isinstance(results, dict) else {}))
     return 0 if all(rc == 0 for _, rc, _ in rows) else 1
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.record import record  # noqa: E402
+from bench.record import record, setup_without_syncs  # noqa: E402
 from harness.guard.budget import RunProgressBudget  # noqa: E402
 from harness.guard.policy import BudgetLimits, GuardPolicy  # noqa: E402
 from harness.guard.verdict import recognize  # noqa: E402
@@ -138,7 +138,8 @@ def main() -> int:
              PolicySpec("no-deferral", "file", GuardPolicy(name="no-deferral", budget=BudgetLimits(deferral=False)))]
     with tempfile.TemporaryDirectory(prefix="fleet-bench-replay-") as tmp:
         folder = Path(tmp)
-        calls = write_sessions(folder, args.sessions, args.calls)
+        with setup_without_syncs():
+            calls = write_sessions(folder, args.sessions, args.calls)
         t = time.perf_counter()
         inputs = read_source(str(folder), folder)
         read_s = time.perf_counter() - t

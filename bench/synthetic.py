@@ -22,6 +22,7 @@ from harness.catalog import Item  # noqa: E402
 from harness.grading import Grade  # noqa: E402
 from harness.records import Artifact, AttemptMeta, AttemptResult, Cell, HostSummary, SweepRecord, read_meta  # noqa: E402
 from harness.store import Store  # noqa: E402
+from bench.record import setup_without_syncs  # noqa: E402
 
 __all__ = ["GRADES", "GOLDEN", "Golden", "golden_results", "plan", "write"]
 
@@ -107,7 +108,7 @@ def write(store: Store, sweep: SweepRecord, shift: int = 0,
     for each cell (its n-th), graded by the real grader (``harness.dispatch.grade_attempt``)."""
     from harness.dispatch import grade_attempt
 
-    with store.writer(sweep.id) as w:
+    with setup_without_syncs(), store.writer(sweep.id) as w:
         w.save_sweep(sweep)
         w.set_status(sweep, "running")
         for n, c in enumerate(sweep.cells):
