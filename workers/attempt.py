@@ -119,6 +119,9 @@ def abort_running(why: str) -> int:
 MAX_FORGED = 20
 """How many different records that were not taken (a wrong signature or token) are kept as evidence per delivery."""
 
+WAKE_LINES = 20
+"""The most lines one wait on the wake FIFO reads (the supervisor writes two per delivery; more are an agent's)."""
+
 POLL_TICK_S = 0.01
 """The host-side wait counts in these: the first looks for exit.json come every tick, the later ones every five."""
 
@@ -129,10 +132,11 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
 
     The wait blocks on the delivery's wake FIFO (workers/launcher.py WAKE): the supervisor writes a line into it once
     exit.json (then packed.json) is there, so the end is seen at once, and nothing on the host wakes at intervals to
-    look. A timer in the background writes this poll's own line (``t`` and the shell's pid) at the window's end; any
-    other line (an earlier poll's timer, an agent's) only makes the poll look again. The FIFO is opened for reading
-    and writing, so the open never waits for a writer, nor a read for ever. Where there is no FIFO (a file system
-    without them, or an agent removed it) the poll looks every 10 ms for the first 0.1 s, then every 50 ms.
+    look. A timer in the background signals the poll (USR1) at the window's end, which ends its read; any line only
+    makes the poll look again, and after ``WAKE_LINES`` of them it stops reading (the worker waits the rest of the
+    window). The FIFO is opened for reading and writing, so the open never waits for a writer. Where there is no FIFO
+    (a file system without them, or an agent removed it) the poll looks every 10 ms for the first 0.1 s, then every
+    50 ms.
 
     A ``sleep`` that takes whole seconds only (POSIX asks no more) sleeps 1 s instead: that look counts as 1 s, so
     the window stays ``window_s``. Counted as one look, a 2 s window took 40 s: past the poll's own 30 s + window
@@ -146,14 +150,22 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     # record's place would hold a reader for ever) that has one.
     read_fn = 'r() { x=; [ -f "$1" ] || return 1; IFS= read -r x < "$1"; [ -n "$x" ]; }; '
     # w FILE SECONDS WHOLE TICKS: wait until FILE is there, the launcher is gone or SECONDS passed (WHOLE where sleep
-    # takes whole seconds only; TICKS of 10 ms where there is no wake FIFO). `command exec`: a redirection that fails
-    # (the FIFO went) must not end the shell, as it would for the special built-in exec. The timer's output goes to
-    # /dev/null: its sleep outlives the poll, and would hold the command's output open (and the worker) until it ends.
+    # takes whole seconds only; TICKS of 10 ms where there is no wake FIFO). The window's end is a signal from a timer
+    # in the background (USR1, trapped: it ends a `read` that waits in dash and in bash as sh), not a line in the FIFO
+    # alone: an agent can write half a line into it, or read lines out of it, and either held a wait on a line for
+    # ever. A shell whose read goes on after a trap (bash as bash) gets an empty line as well, and one still waiting a
+    # second later is ended (TERM; the worker polls again). A wait reads at most
+    # WAKE_LINES lines (an agent that floods the FIFO would keep it reading), then leaves the rest of the window to
+    # the worker. A timer's signal that comes late (the wait ended as its window did) meets a trap that does nothing:
+    # USR1's own action would end the poll. `command exec`: a redirection that fails (the FIFO went) must not end the
+    # shell, as it would for the special built-in exec. The timer's output goes to /dev/null: its sleep outlives the
+    # poll, and would hold the command's output open (and the worker) until it ends.
     wait_fn = (
         "w() { if [ -p wake ] && { command exec 3<>wake; } 2>/dev/null; then "
-        "(sleep $2 2>/dev/null || sleep $3; echo \"t$$\" >&3) >/dev/null 2>&1 & t=$!; "
-        f"while [ ! -e \"$1\" ] && kill -0 {launcher_pid} 2>/dev/null && IFS= read -r y <&3 && [ \"$y\" != \"t$$\" ]; "
-        "do :; done; kill $t 2>/dev/null; exec 3>&-; "
+        "e=0; c=0; trap 'e=1' USR1; (sleep $2 2>/dev/null || sleep $3; kill -USR1 $$; echo >&3; sleep 1; kill $$) "
+        ">/dev/null 2>&1 & t=$!; "
+        f"while [ $e = 0 ] && [ $c -lt {WAKE_LINES} ] && [ ! -e \"$1\" ] && kill -0 {launcher_pid} 2>/dev/null && "
+        "IFS= read -r y <&3; do c=$((c+1)); done; kill $t 2>/dev/null; trap : USR1; exec 3>&-; "
         f"else n=0; while [ ! -e \"$1\" ] && [ $n -lt $4 ] && kill -0 {launcher_pid} 2>/dev/null; do "
         "if [ $n -lt 10 ]; then s=0.01; k=1; else s=0.05; k=5; fi; "
         "if sleep $s 2>/dev/null; then n=$((n+k)); else sleep 1; n=$((n+100)); fi; done; fi; }; ")
@@ -370,7 +382,9 @@ class _Attempt:
                 return r
             # No answer line (every launcher error prints one): that code did not load here (the interpreter behind
             # the host's python changed since). The source again, compiled there.
-            del self.t.memo[f"launcher tag {self.py}"], self.t.memo[f"launcher code {self.py}"]
+            # pop, not del: another attempt on this transport (a thread of the same worker) may have dropped it already.
+            self.t.memo.pop(f"launcher tag {self.py}", None)
+            self.t.memo.pop(f"launcher code {self.py}", None)
         return self._exec(verb, timeout, launcher.boot_stdin(LAUNCHER_SOURCE, body))
 
     def _exec(self, verb: str, timeout: float, stdin: bytes) -> ShellResult:
@@ -382,7 +396,7 @@ class _Attempt:
             # The exec itself failed (126, 127, and no answer line: every launcher error prints one), so nothing ran:
             # that interpreter is gone (its version was removed or upgraded) or cannot start without what the host's
             # python gives it (a wrapper that sets the library path). The host's python again, and never that one.
-            del self.t.memo[f"executable {self.py}"]
+            self.t.memo.pop(f"executable {self.py}", None)
             self.t.memo[f"executable refused {self.py}"] = named
         return self.t.shell(self._launcher_script(self.py, verb), timeout=timeout, stdin=stdin)
 

@@ -156,8 +156,14 @@ def _make_json():
     except (ImportError, AttributeError, TypeError):
         import json
 
+        def json_loads(text):
+            try:
+                return json.loads(text)
+            except RecursionError:
+                raise ValueError("JSON nested deeper than this interpreter reads")
+
         return (lambda obj, canonical=False: json.dumps(obj, sort_keys=canonical,
-                                                        separators=(",", ":") if canonical else None)), json.loads
+                                                        separators=(",", ":") if canonical else None)), json_loads
     constants = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
 
     def dumps(obj, canonical=False):
@@ -187,6 +193,8 @@ def _make_json():
             value, end = scan(text, start)
         except StopIteration as exc:
             raise ValueError("not JSON (at character %s)" % exc.value)
+        except RecursionError:
+            raise ValueError("JSON nested deeper than this interpreter reads")
         if text[end:].strip(space):
             raise ValueError("not JSON: extra data at character %d" % end)
         return value
@@ -580,9 +588,27 @@ def _rmtree(path):
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(path)
         return
-    # Each folder's fd is held while its entries go (a path longer than PATH_MAX is no matter), deepest first, with no
-    # recursion (no depth is too deep, but for the fds a process may hold). A folder is listed whole before anything
-    # in it is removed.
+    try:
+        _rmtree_fds(path)
+    except OSError as exc:
+        if exc.errno != errno.EMFILE:
+            raise
+        # Deeper than the fds this process may hold, even at its hard limit: the host's own `rm -rf` (which walks with
+        # a bounded number) removes it, as it would have before.
+        import subprocess
+
+        subprocess.run(["rm", "-rf", "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        if os.path.lexists(path):
+            raise
+        return
+    os.rmdir(path)
+
+
+def _rmtree_fds(path):
+    """What is in the folder ``path``. Each folder's fd is held while its entries go (a path longer than PATH_MAX is no
+    matter), deepest first, with no recursion; a tree deeper than the fds a process may hold (1,024 by default) first
+    raises the limit to its hard bound. A folder is listed whole before anything in it is removed."""
     top = os.open(path, _DIR_FLAGS)
     stack = [(top, "", iter(_listing(top)))]
     try:
@@ -595,7 +621,12 @@ def _rmtree(path):
                     os.close(fd)
                     os.rmdir(name, dir_fd=stack[-1][0])
             elif entry.is_dir(follow_symlinks=False):
-                sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno != errno.EMFILE or not _more_fds():
+                        raise
+                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
                 stack.append((sub, entry.name, iter(_listing(sub))))
             else:
                 os.unlink(entry.name, dir_fd=fd)
@@ -603,7 +634,20 @@ def _rmtree(path):
         for fd, _, _ in stack[1:]:
             os.close(fd)
         os.close(top)
-    os.rmdir(path)
+
+
+def _more_fds():
+    """Raise this process's limit of open files to its hard bound; whether that gave it more."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and soft >= hard:
+            return False
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return True
+    except (ImportError, ValueError, OSError):
+        return False
 
 
 def _listing(fd):
@@ -644,13 +688,6 @@ def _posix_spawn(argv, cwd, env, stdout, stderr):
     if not hasattr(os, "posix_spawn") or not argv or not all(isinstance(a, str) for a in argv):
         raise NotImplementedError
     program = argv[0]
-    if os.path.dirname(program):
-        candidates = [program]
-    else:
-        # As execvpe looks: each folder of env's PATH (os.defpath without one); the first that lets it run.
-        folders = (env.get("PATH") or os.defpath).split(os.pathsep)  # os.get_exec_path's, without its warnings import
-        candidates = [os.path.join(folder, program) for folder in folders]
-        candidates = [c for c in candidates if os.access(c, os.X_OK) and not os.path.isdir(c)] or [None]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, stdout, 1),
                (os.POSIX_SPAWN_DUP2, stderr, 2)]
     try:
@@ -659,17 +696,42 @@ def _posix_spawn(argv, cwd, env, stdout, stderr):
                     and int(n) not in (stdout, stderr) and _inheritable(int(n))]
     except OSError:
         pass
-    if candidates == [None]:
-        raise StartError("FileNotFoundError", "[Errno %d] %s: %r" % (errno.ENOENT, os.strerror(errno.ENOENT), program))
     try:
-        os.chdir(cwd)  # the agent's cwd is the one it is spawned in; this process has no use for its own
+        # The agent starts in its cwd, so this process goes there first: a relative PATH entry (or an empty one, the
+        # cwd) is looked up from there, as the child of a fork would.
+        os.chdir(cwd)
     except OSError as exc:
         raise StartError(type(exc).__name__, str(exc))
     try:
-        return os.posix_spawn(candidates[0], argv, env, file_actions=actions, setsid=True, setsigdef=_RESET_SIGNALS)
-    except (OSError, ValueError, TypeError) as exc:
-        if isinstance(exc, OSError):
-            exc.filename = program  # as Popen says it: the program as it was named
+        # As execvpe looks: each folder of env's PATH (os.defpath without one; os.get_exec_path imports warnings), in
+        # order; one that is not there is passed over, one that cannot run (no x bit, a broken #! line) too, and if
+        # none starts, the first such error is the one said, else that there is no such program.
+        if os.path.dirname(program):
+            candidates = [program]
+        else:
+            candidates = [os.path.join(folder, program) for folder in (env.get("PATH") or os.defpath).split(os.pathsep)]
+        saved = last = None
+        for candidate in candidates:
+            try:
+                os.stat(candidate)
+            except OSError as exc:
+                last = exc
+                if not isinstance(exc, (FileNotFoundError, NotADirectoryError)) and saved is None:
+                    saved = exc
+                continue
+            try:
+                return os.posix_spawn(candidate, argv, env, file_actions=actions, setsid=True,
+                                      setsigdef=_RESET_SIGNALS)
+            except (FileNotFoundError, NotADirectoryError) as exc:
+                last = exc
+            except OSError as exc:
+                last = exc
+                if saved is None:
+                    saved = exc
+            except (ValueError, TypeError) as exc:
+                raise StartError(type(exc).__name__, str(exc))
+        exc = saved or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+        exc.filename = program  # as Popen says it: the program as it was named
         raise StartError(type(exc).__name__, str(exc))
     finally:
         os.chdir("/")
@@ -1637,8 +1699,22 @@ def _forget(req):
     for path in req.get("forget") or ():
         token = os.path.basename(path) if isinstance(path, str) else ""
         if (not token or path != delivery_dir(fleet, token) or token == req.get("token")
-                or not all(c in "0123456789abcdef" for c in token) or os.path.lexists(_entry_path(fleet, token))):
+                or not all(c in "0123456789abcdef" for c in token)):
             continue
+        entry = _entry_path(fleet, token)
+        if os.path.lexists(entry):
+            # Listed as running: only a supervisor that is gone (killed, the host's OOM killer) leaves its entry
+            # behind, and then nobody will remove it but this; a live one keeps its folder.
+            try:
+                live = launcher_alive(int(_load_json(entry).get("launcher_pid") or 0), token)
+            except (OSError, ValueError, AttributeError, TypeError):
+                live = False
+            if live:
+                continue
+            try:
+                os.unlink(entry)
+            except OSError:
+                pass
         try:
             _rmtree(path)
         except OSError:

@@ -760,3 +760,40 @@ def test_the_delivery_folders_left_for_the_next_call_are_removed_when_the_worker
     finally:
         del tasks._transports[("test",)]
     assert t.leftovers == [] and t.ran(r"^rm -rf " + re.escape(f"{run['fleet']}/deliveries/{run['token']}") + "$")
+
+
+def test_two_attempts_on_one_transport_both_drop_launcher_code_that_no_longer_loads() -> None:
+    """The embedded worker's threads share a host's transport: both met the stale code at once, and the second to drop
+    it from the memo raised KeyError out of run_attempt (which never raises for the host's doing)."""
+    import threading
+
+    req = request()
+    t = healthy_host(req)
+    t.memo["launcher tag python3"] = "host python 3.99"
+    t.memo["launcher code python3"] = base64.b64encode(b"stale").decode()
+    healthy_start = next(r for p, r in t.replies if p.pattern == r"' run [0-9a-f]+$")
+    assert callable(healthy_start)
+    both_there = threading.Barrier(2, timeout=10)
+
+    def start(script: str, t: MemoryTransport) -> ShellResult | str:
+        if sent_tag(t.stdins[-1]) == "host python 3.99":
+            both_there.wait()  # both calls are on the host at once with the stale code
+            return ShellResult(1, "", "ValueError: bad marshal data (unknown type code)")
+        return str(healthy_start(script, t))
+
+    t.on(r"' run [0-9a-f]+$", start)
+    results: dict[int, object] = {}
+
+    def go(n: int) -> None:
+        try:
+            results[n] = run_attempt(t, req.model_copy(update={"attempt": n}), adapter_for("echo", req.agent),
+                                     timing=FAST).status
+        except BaseException as exc:  # noqa: BLE001 - what the test looks for
+            results[n] = exc
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in (1, 2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert results == {1: "finished", 2: "finished"}, results

@@ -243,12 +243,17 @@ def test_a_call_removes_the_delivery_folders_it_is_told_to_forget_and_nothing_el
         (folder / "sub").mkdir(parents=True)
         (folder / "sub" / "f").write_text("x")
     (d.fleet / "running").mkdir(parents=True)
-    (d.fleet / "running" / f"{'b' * 24}.json").write_text("{}")
+    live = subprocess.Popen(["sh", "-c", "sleep 60", "launcher", "run", "b" * 24])  # its supervisor, as far as it tells
+    (d.fleet / "running" / f"{'b' * 24}.json").write_text(json.dumps({"token": "b" * 24, "launcher_pid": live.pid}))
     outside = tmp_path / "outside"
     outside.mkdir()
     forget = [str(done), str(running), str(named), str(outside), str(deliveries / ".." / "deliveries" / ("c" * 24)),
               str(deliveries / d.token), 7]
-    proc = d.call("reap", entry={}, forget=forget)
+    try:
+        proc = d.call("kill", marker="", pids={}, forget=forget)
+    finally:
+        live.kill()
+        live.wait()
     assert proc.returncode == 0, proc.stderr
     assert not done.exists() and running.exists() and named.exists() and outside.exists()
 
@@ -326,14 +331,16 @@ def test_both_ways_of_starting_an_agent_give_it_the_same(spawn: object, tmp_path
     env = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines() if "=" in line)
     assert {k: v for k, v in env.items() if k not in ("PWD", "SHLVL", "_")} == {"PATH": os.defpath, "ONLY": "this"}
     assert int((tmp_path / "sid").read_text()) == pid
-    with pytest.raises(launcher.StartError) as missing:
-        spawn(["no-such-agent-program"], str(tmp_path), {"PATH": str(tmp_path)}, 1, 2)
-    assert (missing.value.kind, str(missing.value)) == (
-        "FileNotFoundError", "[Errno 2] No such file or directory: 'no-such-agent-program'")
-    with pytest.raises(launcher.StartError) as no_cwd:
-        spawn(["true"], str(tmp_path / "gone"), {"PATH": os.defpath}, 1, 2)
-    assert no_cwd.value.kind == "FileNotFoundError" and str(tmp_path / "gone") in str(no_cwd.value)
-    assert os.getcwd() == here
+    try:
+        with pytest.raises(launcher.StartError) as missing:
+            spawn(["no-such-agent-program"], str(tmp_path), {"PATH": str(tmp_path)}, 1, 2)
+        assert (missing.value.kind, str(missing.value)) == (
+            "FileNotFoundError", "[Errno 2] No such file or directory: 'no-such-agent-program'")
+        with pytest.raises(launcher.StartError) as no_cwd:
+            spawn(["true"], str(tmp_path / "gone"), {"PATH": os.defpath}, 1, 2)
+        assert no_cwd.value.kind == "FileNotFoundError" and str(tmp_path / "gone") in str(no_cwd.value)
+    finally:
+        os.chdir(here)  # the supervisor works from /, and the spawn leaves it there
 
 
 def test_the_hosts_wait_blocks_on_the_wake_fifo_and_starts_no_process_at_intervals(tmp_path: Path) -> None:
@@ -409,3 +416,138 @@ def test_a_host_of_any_python_from_3_8_starts_supervises_and_packs(python: str, 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [list(json.loads(line)) for line in proc.stdout.decode().splitlines()] == [["started"]]
     assert again.exit()["exit_code"] == 0 and _packed(again)["ok"] is True
+
+
+def _poll(folder: Path, window: float, pid: int, shell: str = "sh") -> tuple[float, str]:
+    from workers.attempt import poll_script
+
+    t0 = time.monotonic()
+    out = subprocess.run([shell, "-c", poll_script(str(folder), "1-x", window, pid)], capture_output=True, text=True,
+                         timeout=30)
+    return time.monotonic() - t0, out.stdout
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])  # sh: dash here; bash as bash reads on after a trap
+@pytest.mark.parametrize("agent", ["half a line", "a reader", "a flood"])
+def test_an_agent_at_the_wake_fifo_never_holds_the_hosts_wait_past_its_window(tmp_path: Path, shell: str,
+                                                                              agent: str) -> None:
+    """Half a line written into `wake` (the timer's line was glued to it), or a reader taking the lines out: each held
+    the poll until the transport's deadline, which closed the SSH connection (every attempt on it lost), for an agent
+    that then finished well. A flood kept a poll reading at a core's full speed. The window's end is a signal now, and
+    a wait reads a bounded number of lines."""
+    folder = tmp_path / "delivery"
+    folder.mkdir()
+    os.mkfifo(folder / launcher.WAKE)
+    live = subprocess.Popen(["sleep", "60"])  # the supervisor, as far as the poll can tell
+    keep = os.open(folder / launcher.WAKE, os.O_RDWR | os.O_NONBLOCK)
+    other: subprocess.Popen[bytes] | None = None
+    try:
+        if agent == "half a line":
+            os.write(keep, b"a")
+        elif agent == "a reader":
+            other = subprocess.Popen(["sh", "-c", f"exec cat < {folder / launcher.WAKE} > /dev/null"])
+        else:
+            other = subprocess.Popen(["sh", "-c", f"exec yes > {folder / launcher.WAKE}"])
+        time.sleep(0.2)
+        took, out = _poll(folder, 1.0, live.pid, shell)
+        assert out == "" and took < 5, f"a 1 s window took {took:.1f} s with {agent} at the FIFO"
+        (folder / "exit.json").write_text('{"token": "t"}')
+        took, out = _poll(folder, 5.0, live.pid, shell)
+        assert out == '{"token": "t"}\n' and took < 4, (took, out)
+    finally:
+        for p in (live, other):
+            if p is not None:
+                p.kill()
+                p.wait()
+        os.close(keep)
+
+
+def test_a_delivery_whose_supervisor_died_is_forgotten_with_its_running_entry(tmp_path: Path) -> None:
+    """A supervisor killed (the OOM killer, a person) leaves its running entry: the folder, its bundle with it, was
+    kept until the weekly sweep, for the next call skipped every folder listed as running."""
+    d = delivery(tmp_path)
+    dead, alive = "d" * 24, "a" * 24
+    for token in (dead, alive):
+        (d.fleet / "deliveries" / token).mkdir(parents=True)
+        (d.fleet / "deliveries" / token / "bundle").write_bytes(b"x" * 1000)
+    (d.fleet / "running").mkdir(parents=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (d.fleet / "running" / f"{dead}.json").write_text(json.dumps({"token": dead, "launcher_pid": gone.pid}))
+    # A live supervisor of that token: its command line names " run TOKEN", as the launcher's does.
+    live = subprocess.Popen(["sh", "-c", "sleep 60", "launcher", "run", alive])
+    (d.fleet / "running" / f"{alive}.json").write_text(json.dumps({"token": alive, "launcher_pid": live.pid}))
+    try:
+        proc = d.call("kill", marker="", pids={}, forget=[str(d.fleet / "deliveries" / t) for t in (dead, alive)])
+        assert proc.returncode == 0, proc.stderr
+        assert not (d.fleet / "deliveries" / dead).exists() and not (d.fleet / "running" / f"{dead}.json").exists()
+        assert (d.fleet / "deliveries" / alive).exists() and (d.fleet / "running" / f"{alive}.json").exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_the_agent_is_looked_up_on_its_path_as_execvpe_looks(tmp_path: Path) -> None:
+    """posix_spawn was given the first candidate only, looked up from / rather than the agent's cwd: a relative or
+    empty PATH entry found nothing, and a stale shim first on PATH hid the real program after it (Popen finds each)."""
+    cwd = tmp_path / "ws"
+    (cwd / "bin").mkdir(parents=True)
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    for folder, body in ((cwd, "#!/bin/sh\necho here\n"), (cwd / "bin", "#!/bin/sh\necho bin\n"),
+                         (stale, "#!/no/such/interpreter\n")):
+        (folder / "tool").write_text(body)
+        (folder / "tool").chmod(0o755)
+    (tmp_path / "plain").write_text("#!/bin/sh\n")
+    here = os.getcwd()
+    try:
+        for n, (path, said) in enumerate(((".:/usr/bin:/bin", "here"), ("/usr/bin:/bin:", "here"), ("bin:/bin", "bin"),
+                                          (f"{stale}:{cwd}", "here"))):
+            out = os.open(tmp_path / f"out{n}", os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                pid = launcher._spawn(["tool"], str(cwd), {"PATH": path}, out, out)
+                os.waitpid(pid, 0)
+            finally:
+                os.close(out)
+            assert (tmp_path / f"out{n}").read_text().strip() == said, path
+        with pytest.raises(launcher.StartError) as denied:
+            launcher._spawn(["plain"], str(cwd), {"PATH": str(tmp_path)}, 1, 2)
+        assert denied.value.kind == "PermissionError" and "'plain'" in str(denied.value)
+    finally:
+        os.chdir(here)
+
+
+def test_a_tree_deeper_than_the_open_files_allowed_is_removed(tmp_path: Path) -> None:
+    script = f"""
+import os, resource, sys
+sys.path.insert(0, {str(Path(launcher.__file__).parents[1])!r})
+from workers import launcher
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+top = {str(tmp_path / 'deep')!r}
+os.makedirs(top)
+fd = os.open(top, os.O_RDONLY)
+for _ in range(200):
+    os.mkdir("d", dir_fd=fd)
+    nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+os.close(fd)
+launcher._rmtree(top)
+print(os.path.exists(top))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr[-2000:]
+
+
+def test_json_nested_too_deep_is_a_value_error_and_no_start_fails_on_one(tmp_path: Path) -> None:
+    """An entry of .fleet/running/ nested 100,000 deep (anything can be written there) made every later start fail
+    with a reap_error (RecursionError, which the reap did not expect)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError):
+        launcher.loads(deep)
+    d = delivery(tmp_path)
+    (d.fleet / "running").mkdir(parents=True)
+    (d.fleet / "running" / f"{'e' * 24}.json").write_text(deep)
+    proc = _start(d, ["true"], {"prompt.md": b"x"})
+    assert proc.returncode == 0 and "reap_error" not in proc.stdout.decode(), proc.stdout[-500:]
+    d.started(proc)
