@@ -40,7 +40,7 @@ _sends = [0]
 
 
 class Channel(_SQLAlchemyChannel):
-    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         super()._put(queue, payload, **kwargs)
         with _sent:
             _sends[0] += 1
@@ -64,7 +64,7 @@ class Transport(_SQLAlchemyTransport):
             with _sent:
                 seen = _sends[0]
             try:
-                self.cycle.get(self._deliver, timeout=timeout)
+                self.cycle.get(self._deliver, timeout=timeout)  # type: ignore[union-attr]  # made when it connects
                 return None
             except Empty:
                 if timeout is not None and monotonic() - start >= timeout:

@@ -383,7 +383,7 @@ def _snapshot(marker):
 
 def _marked(marker):
     """The live processes (Linux) whose environment holds the delivery's marker, but this one and its parent."""
-    found = set()
+    found = set()  # type: set
     if not marker:
         return found
     needle = ("%s=%s" % (MARKER_VAR, marker)).encode()
@@ -730,9 +730,9 @@ def _posix_spawn(argv, cwd, env, stdout, stderr):
                     saved = exc
             except (ValueError, TypeError) as exc:
                 raise StartError(type(exc).__name__, str(exc))
-        exc = saved or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-        exc.filename = program  # as Popen says it: the program as it was named
-        raise StartError(type(exc).__name__, str(exc))
+        error = saved or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+        error.filename = program  # as Popen says it: the program as it was named
+        raise StartError(type(error).__name__, str(error))
     finally:
         os.chdir("/")
 
