@@ -159,9 +159,10 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     # the worker. A timer's signal that comes late (the wait ended as its window did) meets a trap that does nothing:
     # USR1's own action would end the poll. `command exec`: a redirection that fails (the FIFO went) must not end the
     # shell, as it would for the special built-in exec. The timer's output goes to /dev/null: its sleep outlives the
-    # poll, and would hold the command's output open (and the worker) until it ends.
+    # poll, and would hold the command's output open (and the worker) until it ends. A record already there starts no
+    # timer (a subshell and a sleep: most of a short attempt's poll).
     wait_fn = (
-        "w() { if [ -p wake ] && { command exec 3<>wake; } 2>/dev/null; then "
+        "w() { if [ -e \"$1\" ]; then return; elif [ -p wake ] && { command exec 3<>wake; } 2>/dev/null; then "
         "e=0; c=0; trap 'e=1' USR1; (sleep $2 2>/dev/null || sleep $3; kill -USR1 $$; echo >&3; sleep 1; kill $$) "
         ">/dev/null 2>&1 & t=$!; "
         f"while [ $e = 0 ] && [ $c -lt {WAKE_LINES} ] && [ ! -e \"$1\" ] && kill -0 {launcher_pid} 2>/dev/null && "
