@@ -6,8 +6,9 @@ figures in ``bench/results.json`` (``--json``), and ends with a table of each on
 the table of issue 14's goals, each figure beside its floor or baseline (``bench/goals.py``). Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
 figure, and copy the figures into the README.
 
-    python -m bench                 # everything (about 30 minutes on the 2-core development machine, a third of
-                                    # it the 10,000-cell sweep of bench_scale)
+    python -m bench                 # everything (about 10 minutes on the 2-core development machine, 4 of them the
+                                    # 10,000-cell sweep of bench_scale; a minute and a half more the first time,
+                                    # when bench_commands builds the sweeps it then keeps, see CACHED)
     python -m bench --only ssh,gap  # some of them
     python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
 """
@@ -39,8 +40,34 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "replay": ("bench_replay.py", ["--json", "{json}"], ["--sessions", "100", "--json", "{json}"]),
     "dashboard": ("bench_dashboard.py", ["--json", "{json}"], ["--cells", "1000", "--sweeps", "100", "--repeat", "2"]),
     "startup": ("bench_startup.py", ["--runs", "15", "--json", "{json}"], ["--runs", "5"]),
-    "commands": ("bench_commands.py", ["--json", "{json}"], ["--sizes", "1000", "--repeat", "1"]),
+    "commands": ("bench_commands.py", ["--json", "{json}", "--keep", "{cache:commands}"], ["--sizes", "1000", "--repeat", "1"]),
 }
+
+CACHED: dict[str, tuple[str, ...]] = {
+    "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store.py", "harness/records.py",
+                 "harness/grading", "harness/transcript.py", "harness/catalog.py", "tests/golden"),
+}
+"""What a benchmark's kept setup is built from: the sweeps bench_commands writes (a minute and a half for 10,000
+cells) are kept under ~/.cache/fleet-harness/bench/ and used again while none of these changed."""
+
+
+def cache_dir(name: str) -> str:
+    """The folder a benchmark keeps its setup in, named by a hash of what the setup is built from."""
+    import hashlib
+
+    repo = HERE.parent
+    h = hashlib.sha256()
+    for top in CACHED[name]:
+        paths = [repo / top] if (repo / top).is_file() else sorted(p for p in (repo / top).rglob("*") if p.is_file())
+        for path in paths:
+            h.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes())
+    folder = Path.home() / ".cache" / "fleet-harness" / "bench" / f"{name}-{h.hexdigest()[:16]}"
+    for old in folder.parent.glob(f"{name}-*") if folder.parent.is_dir() else ():
+        if old != folder:  # built from what has changed since: never used again (hundreds of MB each)
+            import shutil
+
+            shutil.rmtree(old, ignore_errors=True)
+    return str(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, int, float]] = []
     for name in names:
         script, full, quick = BENCHES[name]
-        argv_ = [a.replace("{json}", args.json) for a in (quick if args.quick else full)]
+        argv_ = [cache_dir(a[len("{cache:"):-1]) if a.startswith("{cache:") else a.replace("{json}", args.json)
+                 for a in (quick if args.quick else full)]
         print(f"== {name}: {script} {' '.join(argv_)}", flush=True)
         start = time.monotonic()
         rc = subprocess.run([sys.executable, str(HERE / script), *argv_]).returncode

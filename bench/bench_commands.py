@@ -38,6 +38,7 @@ from harness.grading import evidence_from_attempt, grade  # noqa: E402
 from harness.records import utc_now  # noqa: E402
 from harness.store import Store  # noqa: E402
 
+from bench.record import record  # noqa: E402
 from bench.synthetic import golden_results, plan, write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,11 +100,14 @@ def measure(root: Path, cells: int, repeat: int) -> dict[str, float | str | dict
     sid = f"20261204-000000-big{cells}"
     sweep = plan(sid, "nightly", "2026-12-04T00:00:00+00:00", HOSTS, max(1, cells // (HOSTS * AGENTS)), AGENTS)
     t = time.perf_counter()
-    if (store.sweep_dir(sid) / "sweep.json").is_file():
+    done = store.root / f".built-{sid}"
+    if done.is_file():
         built = 0.0  # kept from an earlier run (--keep): the same sweep, already written and graded
     else:
+        shutil.rmtree(store.root, ignore_errors=True)  # a build that was stopped midway is no sweep to time
         write(store, sweep, results=golden_results(sweep))
         os.sync()  # what was written is on the disk before anything is timed
+        done.write_text("built\n")
         built = time.perf_counter() - t
     grades = Counter(a.grade for runs in store.load_sweep(sid).attempts.values() for a in runs)
     du = sum(p.stat().st_size for p in store.sweep_dir(sid).rglob("*") if p.is_file())
@@ -169,12 +173,8 @@ def main() -> None:
         over = [k for k in ("grade_s", "status_s", "report_s") if float(r[k]) >= LIMIT_S]  # type: ignore[arg-type]
         print(f"{r['cells']:,.0f} cells: " + (f"over {LIMIT_S:.0f} s: {', '.join(over)}" if over
                                                else f"every command under {LIMIT_S:.0f} s"))
-    if args.json:
-        path = Path(args.json)
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        data["commands"] = {"rows": rows, "harness": str(HARNESS), "loadavg": list(os.getloadavg()),
-                            "measured_at": utc_now()}
-        path.write_text(json.dumps(data, indent=2) + "\n")
+    record(args.json or None, "commands", {"rows": rows, "harness": str(HARNESS), "loadavg": list(os.getloadavg()),
+                                           "kept": bool(args.keep), "measured_at": utc_now()})
 
 
 if __name__ == "__main__":
