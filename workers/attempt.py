@@ -26,6 +26,7 @@ import secrets
 import shlex
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -442,12 +443,13 @@ class _Attempt:
         compiled = next((a["compiled"] for a in answers if isinstance(a.get("compiled"), dict)), None)
         if compiled is not None and isinstance(compiled.get("tag"), str) and isinstance(compiled.get("code"), str):
             try:
-                base64.b64decode(compiled["code"], validate=True)
-            except ValueError:
+                # It comes compressed; it goes back as it loads, uncompressed (the host imports no zlib for it).
+                code = zlib.decompress(base64.b64decode(compiled["code"], validate=True))
+            except (ValueError, zlib.error):
                 pass
             else:
                 self.t.memo[f"launcher tag {self.py}"] = compiled["tag"]
-                self.t.memo[f"launcher code {self.py}"] = compiled["code"]
+                self.t.memo[f"launcher code {self.py}"] = base64.b64encode(code).decode("ascii")
         prepared = next((a["prepared"] for a in answers if isinstance(a.get("prepared"), dict)), None)
         executable = prepared.get("executable") if prepared is not None else None
         if (isinstance(executable, str) and executable.startswith("/") and "\n" not in executable

@@ -91,10 +91,11 @@ TERM_GRACE = 3.0
 STALE_DELIVERY_S = 7 * 24 * 3600
 """A delivery folder left this long by a worker that never came back is removed by the next reap."""
 
-BOOT = ("import sys,marshal as M,zlib as Z\n"
+BOOT = ("import sys,marshal as M\n"
         "i=sys.stdin.buffer;m=M.loads(i.read(int(i.readline())));c=m.pop('code',b'');s=m.pop('source')\n"
-        "if c and m.pop('tag','')==sys.version:c=M.loads(Z.decompress(c));m['compiled']=b''\n"
-        "else:c=compile(Z.decompress(s),'fleet-launcher','exec',optimize=2);m['compiled']=Z.compress(M.dumps(c))\n"
+        "if c and m.pop('tag','')==sys.version:c=M.loads(c);m['compiled']=b''\n"
+        "else:import zlib as Z;c=compile(Z.decompress(s),'fleet-launcher','exec',optimize=2);"
+        "m['compiled']=Z.compress(M.dumps(c))\n"
         "g={'__name__':'fleet_launcher'};exec(c,g);r=g['serve'](m);sys.stdout.flush();sys.stderr.flush()\n"
         "__import__('os')._exit(r or 0)")
 """What the worker runs (``python3 -S -c BOOT VERB TOKEN``): the code and the request come on stdin, as
@@ -107,11 +108,12 @@ _COMPILED = {}  # type: dict
 
 def boot_stdin(source, request, compiled=None):
     """What a BOOT start reads on stdin: a line with the length of what follows, then ``request`` marshalled (plain
-    data, whose format is the same from Python 3.4 on) with ``source`` (zlib) and compiled code (zlib, marshalled) for
-    the interpreter whose ``sys.version`` is its ``tag``: ``compiled`` (tag, code) when the worker has the host's own
-    (``run`` prints it once, see ``serve``), else what this process compiled. A host whose interpreter is the tag's
-    runs that code and compiles nothing (10 to 16 ms of every start); any other compiles the source. No code ever
-    comes from a file on the host."""
+    data, whose format is the same from Python 3.4 on) with ``source`` (zlib) and compiled code (marshalled, not
+    compressed: zlib's import and the decompression were 0.6 ms of every start) for the interpreter whose
+    ``sys.version`` is its ``tag``: ``compiled`` (tag, code) when the worker has the host's own (``run`` prints it
+    once, zlib-compressed, see ``serve``), else what this process compiled. A host whose interpreter is the tag's runs
+    that code and compiles nothing (10 to 16 ms of every start); any other compiles the source. No code ever comes
+    from a file on the host."""
     import marshal
     import zlib
 
@@ -119,12 +121,12 @@ def boot_stdin(source, request, compiled=None):
         source = source.encode("utf-8")
     if source not in _COMPILED:
         code = compile(source, "fleet-launcher", "exec", optimize=2)
-        _COMPILED[source] = (zlib.compress(source, 6), sys.version, zlib.compress(marshal.dumps(code), 6))
-    source_z, tag, code_z = _COMPILED[source]
+        _COMPILED[source] = (zlib.compress(source, 6), sys.version, marshal.dumps(code))
+    source_z, tag, code = _COMPILED[source]
     if compiled is not None:
-        tag, code_z = compiled
+        tag, code = compiled
     body = dict(request)
-    body.update(source=source_z, code=code_z, tag=tag)
+    body.update(source=source_z, code=code, tag=tag)
     data = marshal.dumps(body, 4)
     return b"%d\n" % len(data) + data
 

@@ -128,7 +128,7 @@ def test_a_host_of_another_interpreter_compiles_the_source_once_and_gives_its_co
     compiled = answers[0]["compiled"]
     assert compiled["tag"] == sys.version and launcher.verify(first.key, answers[-1]["started"], first.token)
     again = delivery(tmp_path, "a2")
-    answers = _run_answers(again, (compiled["tag"], base64.b64decode(compiled["code"])))
+    answers = _run_answers(again, (compiled["tag"], zlib.decompress(base64.b64decode(compiled["code"]))))
     assert [list(a) for a in answers] == [["started"]], "the code given back was compiled again"
     # This worker's own interpreter is the host's here: its own code runs, and nothing comes back.
     assert [list(a) for a in _run_answers(delivery(tmp_path, "a3"), None)] == [["started"]]
@@ -411,8 +411,8 @@ def test_a_host_of_any_python_from_3_8_starts_supervises_and_packs(python: str, 
     body.update(token=again.token, key=again.key, marker=again.marker, spec={**spec, "cwd": str(again.base / "workspace")},
                 pack={"root": str(again.base), "outputs": []})
     proc = subprocess.run([python, "-S", "-c", launcher.BOOT, "run", again.token], capture_output=True, timeout=60,
-                          cwd="/", input=launcher.boot_stdin(SOURCE, body, (compiled["tag"],
-                                                                            base64.b64decode(compiled["code"]))))
+                          cwd="/", input=launcher.boot_stdin(SOURCE, body, (compiled["tag"], zlib.decompress(
+                              base64.b64decode(compiled["code"])))))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [list(json.loads(line)) for line in proc.stdout.decode().splitlines()] == [["started"]]
     assert again.exit()["exit_code"] == 0 and _packed(again)["ok"] is True
