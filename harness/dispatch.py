@@ -279,6 +279,11 @@ class Dispatcher:
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
                 soft_time_limit=item.timeout_s + 600,
                 time_limit=task_time_limit(item.timeout_s),
+                # What logs, `celery inspect` and monitors show of the task: its cell and attempt. Celery's own is a
+                # repr of the whole request (the agent's env, the prompt), made on the path of every send (0.2 ms
+                # and more of each host's wait between two agents).
+                argsrepr=f"({cell.id!r}, attempt {attempt})",
+                kwargsrepr="{}",
             ))
         except BrokerOutage:
             raise

@@ -16,7 +16,8 @@ Verbs (the request's ``verb``):
           outlives the SSH session) writes ``started.json`` and ``exit.json``, both signed (HMAC-SHA256) with
           a key that came on stdin and lives only in memory, ends the whole agent tree at the item's
           deadline, at the end, when a later delivery supersedes it, and when no signed heartbeat came from
-          the worker for ``heartbeat_s``. Prints the signed start record (or the start error) and returns.
+          the worker for ``heartbeat_s``. The supervisor prints the signed start record (or the start error)
+          itself; the foreground process exits 0 once it forked it.
           With ``prepare`` it first does what comes before the agent, in the same Python start: the reap
           below, the attempt folder made afresh, the prompt and the adapter's files written into it, and the
           host's facts (uname, Python version, disk free) printed on a line of their own. With ``pack``, the
@@ -45,7 +46,6 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 import errno
 import fcntl
 import os
-import select
 import stat
 import sys
 import time
@@ -913,7 +913,7 @@ def run(req):
         return _run(req, lock)
     finally:
         if lock is not None:
-            os.close(lock)  # the supervisor reported: its running entry is there for the next start's reap
+            os.close(lock)  # the supervisor holds its own copy until its running entry is written
 
 
 def _run(req, lock):
@@ -937,43 +937,28 @@ def _run(req, lock):
         os.mkfifo(os.path.join(here, WAKE), 0o600)
     except (OSError, AttributeError):
         pass  # a file system without FIFOs: the worker's polls look at intervals instead
-    read_end, write_end = os.pipe()
+    if prepared is not None:
+        _say({"prepared": prepared})
+    # Out before the fork: the supervisor must have none of these lines in its copy of the buffer.
+    sys.stdout.flush()
     pid = os.fork()
     if pid == 0:  # the supervisor
         code = 1
         try:
-            if lock is not None:
-                os.close(lock)  # a flock belongs to the open file: this copy would hold it for the whole run
-            os.close(read_end)
-            os.setsid()  # leave the SSH session: a closed channel does not end the run
-            null = os.open(os.devnull, os.O_RDWR)
-            log = os.open(os.path.join(here, "launcher.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            code = _supervise(req, here, write_end)
-        except BaseException as exc:  # noqa - the supervisor never leaves a traceback to a closed channel
+            code = _supervise(req, here, lock)
+        except BaseException as exc:  # noqa - the supervisor never leaves a traceback on the channel
             try:
                 os.write(2, ("supervisor: %s: %s\n" % (type(exc).__name__, exc)).encode())
             except OSError:
                 pass
         finally:
             os._exit(code)
-    os.close(write_end)
-    chunks = []
-    while True:
-        data = os.read(read_end, 65536)
-        if not data:
-            break
-        chunks.append(data)
-    os.close(read_end)
-    line = b"".join(chunks).decode(errors="replace").strip()
-    if not line:
-        line = dumps({"start_error": "the supervisor ended before it reported (see launcher.log)"})
-    if prepared is not None:
-        _say({"prepared": prepared})
-    sys.stdout.write(line + "\n")
-    return 0 if '"started"' in line else 127
+    # The supervisor answers the worker on the channel itself (the signed start record, or the start error), and the
+    # command ends when it has let go of it: this process is done, and its exit status says only that the start is
+    # the supervisor's now. Its report relayed through here (this process woken, the line printed, its exit waited
+    # for) was a millisecond of every start; a fork beside the prepare cost more than it saved (both processes then
+    # copy the pages they write).
+    return 0
 
 
 def _child_waker():
@@ -981,6 +966,8 @@ def _child_waker():
     later (the host would wait on the harness, between one agent and the next, for nothing). SIGCHLD writes a
     byte into a pipe (``signal.set_wakeup_fd``), and ``select`` on that pipe is the sleep; a signal that came
     before the sleep left its byte there already, so none is missed."""
+    import select  # the supervisor's alone, after its answer: not on the path of a start
+
     try:
         r, w = os.pipe()
         for fd in (r, w):
@@ -1001,9 +988,15 @@ def _child_waker():
     return nap
 
 
-def _supervise(req, here, report_fd):
+def _supervise(req, here, lock):
+    """The supervisor: it starts the agent, answers the worker on the channel (``_run``), and supervises the agent to
+    its end."""
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
+    os.setsid()  # leave the SSH session: a closed channel does not end the run
+    null = os.open(os.devnull, os.O_RDWR)
+    log = os.open(os.path.join(here, "launcher.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
     subreaper = _set_subreaper()
     stop = {"why": "", "packing": False}
 
@@ -1016,15 +1009,27 @@ def _supervise(req, here, report_fd):
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    nap = _child_waker()
     env = agent_env(os.environ, spec)
     env[MARKER_VAR] = marker
     out = open(os.path.join(here, "agent.stdout"), "wb")
     err = open(os.path.join(here, "agent.stderr"), "wb")
 
     def report(obj):
-        os.write(report_fd, (dumps(obj) + "\n").encode())
-        os.close(report_fd)
+        # The answer line, on the channel this process still holds (the foreground process wrote its lines before the
+        # fork); then its output goes to launcher.log, and the worker's command ends. The start lock's copy goes with
+        # it: the running entry is written.
+        line = (dumps(obj) + "\n").encode()
+        try:
+            while line:
+                line = line[os.write(1, line):]
+        except OSError:
+            pass  # the worker is gone: the heartbeat bound ends this run
+        if lock is not None:
+            os.close(lock)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
 
     try:
         agent = _spawn(spec["argv"], spec["cwd"], env, out.fileno(), err.fileno())
@@ -1044,6 +1049,12 @@ def _supervise(req, here, report_fd):
     entry_path = _entry_path(req["fleet"], token)
     _write_json(entry_path, entry, durable=False)
     report({"started": started})
+    # After the answer, not on its path: an agent that ended before the wakeup fd was there is reaped by the loop's
+    # first look, which comes before its first sleep.
+    nap = _child_waker()
+    if req.get("pack"):
+        import zlib  # noqa: F401 - the pack's: loaded while the agent runs, not after its end
+
     wake = _waker(here)
 
     status = {}

@@ -203,7 +203,9 @@ def test_the_agent_gets_its_marker_but_not_the_delivery_folder_or_key(tmp_path: 
 def test_missing_binary_gives_start_error(tmp_path: Path) -> None:
     d = delivery(tmp_path)
     proc = d.run(["/nonexistent/agent-binary", "--x"])
-    assert proc.returncode == 127
+    # The supervisor answers itself, after the foreground process ended: the exit status only says that the start was
+    # handed over (docs/launcher.md); the answer line says what came of it.
+    assert proc.returncode == 0
     error = json.loads(proc.stdout)["start_error"]
     assert "FileNotFoundError" in error and "agent-binary" in error
     assert not (d.folder / "started.json").exists()

@@ -108,3 +108,27 @@ def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monke
     monkeypatch.setattr(harness.dispatch, "TASK_RUN_ATTEMPT", "fleet.renamed")
     d._send(cell, 2)
     assert sent == [TASKS[0], "fleet.renamed"]
+
+
+def test_what_monitors_show_of_a_sent_attempt_is_its_cell_and_attempt_not_the_request() -> None:
+    """Celery puts ``argsrepr`` in every message's headers, and logs, ``celery inspect`` and monitors show it. Left to
+    Celery it is a repr of the whole request (an agent's env values, the prompt), made on the path of every send."""
+    from types import SimpleNamespace
+
+    from harness.dispatch import Dispatcher
+
+    host = load_inventory(FLEET).hosts["tower1"]
+    secret = "sk-do-not-show-me"
+    agent = host.agents[host.default_agent].model_copy(update={"env": {"MODEL_API_KEY": secret}})
+    host = host.model_copy(update={"agents": {**host.agents, host.default_agent: agent}})
+    sent: list[dict] = []
+    fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append(kw) or SimpleNamespace())
+    sweep = SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM})
+    writer = SimpleNamespace(dispatched=lambda *a: None)
+    d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
+                agent=host.default_agent, rep=1, seed=1)
+    d._send(cell, 2)
+    (kw,) = sent
+    assert secret in json.dumps(kw["args"])  # the worker gets it ...
+    assert kw["argsrepr"] == f"({cell.id!r}, attempt 2)" and kw["kwargsrepr"] == "{}"  # ... no monitor shows it
