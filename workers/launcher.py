@@ -946,7 +946,8 @@ def _run(req, lock):
         code = 1
         try:
             code = _supervise(req, here, lock)
-        except BaseException as exc:  # noqa - the supervisor never leaves a traceback on the channel
+        except BaseException as exc:  # noqa - one line, never a traceback: on the channel (the worker shows it with
+            # its start error) before the supervisor answered, in launcher.log after
             try:
                 os.write(2, ("supervisor: %s: %s\n" % (type(exc).__name__, exc)).encode())
             except OSError:
@@ -1053,7 +1054,10 @@ def _supervise(req, here, lock):
     # first look, which comes before its first sleep.
     nap = _child_waker()
     if req.get("pack"):
-        import zlib  # noqa: F401 - the pack's: loaded while the agent runs, not after its end
+        try:
+            import zlib  # noqa: F401 - the pack's: loaded while the agent runs, not after its end
+        except ImportError:
+            pass  # the pack fails on it then, and says so (the worker packs with the pack verb)
 
     wake = _waker(here)
 
