@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from harness.grading import Grade
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
-           "result_from_backend", "forget_result", "task_time_limit", "settle_attempt"]
+           "result_from_backend", "forget_result", "task_time_limit", "settle_attempt", "take_stored"]
 
 
 @dataclass(frozen=True)
@@ -297,6 +297,9 @@ class Dispatcher:
         """Look at every attempt in flight once; True if anything finished."""
         progressed = False
         for task_id, f in list(self._in_flight.items()):
+            message = self.wakeup.stored(task_id)
+            if message is not None:
+                take_stored(f.async_result, message)
             try:
                 state = self.outage.call("reading results", lambda: f.async_result.state)
             except BrokerOutage:
@@ -433,6 +436,19 @@ def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int, b
         except MissingBlob as exc:
             return harness_failure(sweep_id, cell, attempt, "artifact_corrupt", f"an artifact of the result: {exc}")
     return result
+
+
+def take_stored(async_result: AsyncResult, message: bytes) -> None:
+    """A result the backend published as it stored it (``harness.wakeup``), kept by ``async_result`` as if it had read
+    it: its state and result are not read from the backend again (a round trip on the path between a host's two
+    agents). A state that is not final (STARTED) is not kept, as a read would not keep it; a message that does not
+    decode, or names another task, is left to the read."""
+    try:
+        meta = async_result.backend.decode_result(message)
+        if isinstance(meta, dict) and meta.get("task_id") == async_result.id:
+            async_result._maybe_set_cache(meta)  # what Celery's own result consumer does with such a message
+    except Exception:  # noqa: BLE001 - the read below takes it from the backend, and says what is wrong with it
+        pass
 
 
 def drop_quietly(async_result: AsyncResult) -> None:

@@ -11,6 +11,9 @@ beat), but ends early when a result was stored:
   (``celery-task-meta-ID``); the dispatcher subscribes to the channels of its own attempts in flight (not to a
   pattern: a message carries the whole result, and another fleet's would be read for nothing). A connection
   error falls back to sleeping: the dispatcher's own reads notice an outage and say so (harness/outage.py).
+  The message is the stored result itself: ``stored`` hands it to the dispatcher, which takes it as read
+  (``harness.dispatch.take_stored``) instead of reading the key again, a round trip on the path between a
+  host's two agents.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ class Wakeup(Protocol):
     def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
         """Wait up to ``timeout`` seconds, less if one of ``task_ids`` (the attempts in flight) got its result."""
 
+    def stored(self, task_id: str) -> bytes | None:
+        """The last message the backend published for ``task_id`` while this waited (the result as it was stored),
+        once; None when there is none."""
+
     def close(self) -> None: ...
 
 
@@ -38,6 +45,9 @@ class Sleep:
 
     def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
         time.sleep(timeout)
+
+    def stored(self, task_id: str) -> bytes | None:
+        return None
 
     def close(self) -> None:
         pass
@@ -60,6 +70,9 @@ class TaskEnded:
         if _ended.wait(timeout):
             _ended.clear()
 
+    def stored(self, task_id: str) -> bytes | None:
+        return None
+
     def close(self) -> None:
         pass
 
@@ -74,6 +87,7 @@ class RedisResults:
         self._channel_for = channel_for
         self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         self._subscribed: set[str] = set()
+        self._messages: dict[str, bytes] = {}
 
     def wait(self, timeout: float, task_ids: Iterable[str] = ()) -> None:
         end = time.monotonic() + timeout
@@ -83,14 +97,16 @@ class RedisResults:
                 self._pubsub.subscribe(*(wanted - self._subscribed))
             if self._subscribed - wanted:
                 self._pubsub.unsubscribe(*(self._subscribed - wanted))
+                for channel in self._subscribed - wanted:
+                    self._messages.pop(channel, None)
             self._subscribed = wanted
             if not wanted:
                 time.sleep(timeout)
                 return
             while (left := end - time.monotonic()) > 0:
                 # None after the timeout, or at once for a (un)subscription's own confirmation: then wait on.
-                if self._pubsub.get_message(timeout=left) is not None:
-                    while self._pubsub.get_message(timeout=0) is not None:
+                if self._keep(self._pubsub.get_message(timeout=left)):
+                    while self._keep(self._pubsub.get_message(timeout=0)):
                         pass  # several results at once: one look at them all
                     return
         except Exception:  # noqa: BLE001 - Redis away or the subscription broken: wait as before, try again later
@@ -99,8 +115,22 @@ class RedisResults:
             if left > 0:
                 time.sleep(left)
 
+    def _keep(self, message: dict | None) -> bool:
+        if message is None:
+            return False
+        channel, data = message.get("channel"), message.get("data")
+        if isinstance(channel, bytes):
+            channel = channel.decode("utf-8", "replace")
+        if isinstance(channel, str) and channel in self._subscribed and isinstance(data, bytes):
+            self._messages[channel] = data  # a later state of the same task replaces an earlier one (STARTED)
+        return True
+
+    def stored(self, task_id: str) -> bytes | None:
+        return self._messages.pop(self._channel_for(task_id), None)
+
     def _reset(self) -> None:
         self._subscribed = set()
+        self._messages = {}
         try:
             self._pubsub.close()
         except Exception:  # noqa: BLE001 - already broken

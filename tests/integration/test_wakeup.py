@@ -56,3 +56,39 @@ def test_the_embedded_workers_task_end_wakes_the_wait() -> None:
     started = time.monotonic()
     wake.wait(20)
     assert time.monotonic() - started < 10
+
+
+def test_the_result_that_woke_the_wait_is_taken_as_read(redis_server, namespace) -> None:
+    """The message that wakes the dispatcher is the stored result: it is kept as read, and its state and result are not
+    read from the backend again (a round trip between a host's two agents). Shown by a key gone before the read."""
+    from harness.dispatch import take_stored
+    from workers.app import app, configure
+
+    configure(Settings.resolve({"broker_url": redis_server.url, "namespace": namespace}, {}))
+    backend = app.backend
+    wake = wakeup_for(False, redis_server.url, lambda t: backend.get_key_for_task(t).decode())
+    mine, other = f"{namespace}-taken", f"{namespace}-not-mine"
+    try:
+        wake.wait(0.05, [mine, other])  # subscribed
+        backend.store_result(mine, {"STARTED": True}, "STARTED")
+        backend.store_result(mine, {"n": 3}, "SUCCESS")
+        backend.store_result(other, {"n": 4}, "STARTED")
+        wake.wait(20, [mine, other])
+        backend.client.delete(backend.get_key_for_task(mine))
+        message = wake.stored(mine)
+        assert message is not None and wake.stored(mine) is None  # handed over once
+        result = app.AsyncResult(mine)
+        take_stored(result, message)
+        assert (result.state, result.result) == ("SUCCESS", {"n": 3})
+        # A state that is not final is not kept: the next look reads the backend, as it would have.
+        started = app.AsyncResult(other)
+        take_stored(started, wake.stored(other) or b"")
+        backend.store_result(other, {"n": 5}, "SUCCESS")
+        assert (started.state, started.result) == ("SUCCESS", {"n": 5})
+        # Nor is a message that does not decode, or that names another task.
+        stray = app.AsyncResult(f"{namespace}-stray")
+        take_stored(stray, b"\xff not json")
+        take_stored(stray, message)
+        assert stray.state == "PENDING"
+    finally:
+        wake.close()
