@@ -9,10 +9,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from harness.catalog import Item
+from harness.dispatch import Dispatcher
 from harness.inventory import Host, load_inventory
 from harness.records import AttemptRequest, Cell
 from workers.app import TASKS, app, queue_for
@@ -87,48 +89,40 @@ def test_a_worker_consumes_exactly_the_queues_the_routes_produce_for_its_hosts(n
     assert set(some) == {routed_queue(t, hosts[n], namespace) for t in registered_tasks() for n in ("tower2", "laptop")}
 
 
-def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monkeypatch: pytest.MonkeyPatch) -> None:
-    """harness.dispatch names the task through workers.app.TASK_RUN_ATTEMPT, not a copy of the string: renaming the
-    task in its one definition renames what the dispatcher sends."""
-    from types import SimpleNamespace
-
-    import harness.dispatch
-    from harness.dispatch import Dispatcher
-
-    host = load_inventory(FLEET).hosts["tower1"]
-    sent: list[str] = []
-    fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append(name) or SimpleNamespace())
+def sending_dispatcher(host: Host) -> tuple[Dispatcher, Cell, list[tuple[str, dict]]]:
+    """A dispatcher for ``host`` whose app keeps what it is asked to send (task name, options), with a cell to send."""
+    sent: list[tuple[str, dict]] = []
+    fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append((name, kw)) or SimpleNamespace())
     sweep = SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM})
     writer = SimpleNamespace(dispatched=lambda *a: None)
     d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
     cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
                 agent=host.default_agent, rep=1, seed=1)
+    return d, cell, sent
+
+
+def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness.dispatch names the task through workers.app.TASK_RUN_ATTEMPT, not a copy of the string: renaming the
+    task in its one definition renames what the dispatcher sends."""
+    import harness.dispatch
+
+    d, cell, sent = sending_dispatcher(load_inventory(FLEET).hosts["tower1"])
     monkeypatch.setattr(Dispatcher, "_request", lambda self, c, a, t: SimpleNamespace(model_dump=lambda mode: {}))
     d._send(cell, 1)
     monkeypatch.setattr(harness.dispatch, "TASK_RUN_ATTEMPT", "fleet.renamed")
     d._send(cell, 2)
-    assert sent == [TASKS[0], "fleet.renamed"]
+    assert [name for name, _ in sent] == [TASKS[0], "fleet.renamed"]
 
 
 def test_what_monitors_show_of_a_sent_attempt_is_its_cell_and_attempt_not_the_request() -> None:
     """Celery puts ``argsrepr`` in every message's headers, and logs, ``celery inspect`` and monitors show it. Left to
     Celery it is a repr of the whole request (an agent's env values, the prompt), made on the path of every send."""
-    from types import SimpleNamespace
-
-    from harness.dispatch import Dispatcher
-
     host = load_inventory(FLEET).hosts["tower1"]
     secret = "sk-do-not-show-me"
     agent = host.agents[host.default_agent].model_copy(update={"env": {"MODEL_API_KEY": secret}})
     host = host.model_copy(update={"agents": {**host.agents, host.default_agent: agent}})
-    sent: list[dict] = []
-    fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append(kw) or SimpleNamespace())
-    sweep = SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM})
-    writer = SimpleNamespace(dispatched=lambda *a: None)
-    d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
-    cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
-                agent=host.default_agent, rep=1, seed=1)
+    d, cell, sent = sending_dispatcher(host)
     d._send(cell, 2)
-    (kw,) = sent
+    ((_, kw),) = sent
     assert secret in json.dumps(kw["args"])  # the worker gets it ...
     assert kw["argsrepr"] == f"({cell.id!r}, attempt 2)" and kw["kwargsrepr"] == "{}"  # ... no monitor shows it
