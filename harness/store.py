@@ -38,7 +38,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO, Iterator, cast, get_args
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast, get_args
 
 from pydantic import ValidationError
 
@@ -77,32 +77,11 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
     grade), but two disk flushes for the whole batch instead of two per attempt. Every grade.json is written to its
     temporary name, the file system flushed once (``flush_file_system``), then each renamed over its target; then
     every history line is appended and the file system flushed again. An fsync per file costs a disk flush each
-    (0.3 ms here: 6 s of a 10,000-attempt regrade)."""
+    (0.3 ms here: 6 s of a 10,000-attempt regrade). Where there is no ``syncfs`` each grade.json is synced as it is
+    written instead, and the history lines by ``os.sync``."""
     if not graded:
         return
-    temps: list[tuple[str, Path]] = []
-    systems: dict[int, Path] = {}  # one folder of each file system the batch writes on (a mount inside a sweep)
-    at = graded[0][0] / "grade.json"  # the file being written, for the error
-    try:
-        try:
-            for folder, grade in graded:
-                at = folder / "grade.json"
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=".fleet-", suffix=".tmp")
-                temps.append((tmp, folder / "grade.json"))
-                with os.fdopen(fd, "wb") as f:
-                    f.write(grade.model_dump_json(indent=2).encode())
-                    systems.setdefault(os.fstat(f.fileno()).st_dev, folder)
-            for folder in systems.values():
-                flush_file_system(folder)
-            while temps:
-                at = temps[0][1]
-                os.replace(*temps[0])
-                temps.pop(0)
-        except OSError as exc:
-            raise StoreError(f"cannot write {at}: {exc.strerror or exc}") from exc
-    finally:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
+    systems = atomic_write_all([(folder / "grade.json", grade.model_dump_json(indent=2).encode()) for folder, grade in graded])
     for folder, grade in graded:
         try:
             with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
@@ -113,12 +92,25 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
         flush_file_system(folder)
 
 
+def _syncfs() -> Callable[[int], int] | None:
+    """The C library's ``syncfs`` (Linux), or None where there is none."""
+    global _SYNCFS
+    if _SYNCFS is False:
+        import ctypes
+
+        _SYNCFS = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    return _SYNCFS  # type: ignore[return-value]
+
+
+_SYNCFS: object = False  # not looked up yet
+
+
 def flush_file_system(path: Path) -> None:
     """Make everything written so far on ``path``'s file system durable, in one call: Linux's ``syncfs`` on it (one
     flush for a batch of files, where an fsync of each is a flush each); elsewhere ``os.sync``."""
     import ctypes
 
-    syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    syncfs = _syncfs()
     if syncfs is None:
         os.sync()
         return
@@ -158,6 +150,53 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_all(files: "list[tuple[Path, bytes]]", written: "list[Path] | None" = None) -> dict[int, Path]:
+    """What ``atomic_write`` does for each of ``files`` (path, data), in their order, with one disk flush for them
+    all: each is written to a temporary name beside its target, the file system flushed once (``syncfs``; per file
+    system the batch writes on), then each renamed over its target. So a reader sees a file whole or not at all, and
+    every file's bytes are on disk before any of them has its name, as with a rename after an fsync of each; a flush
+    per file was most of recording a short attempt (10 of them: 2.4 of its 5.4 ms here). Where there is no
+    ``syncfs`` (macOS), each file is fsynced as it is written, as ``atomic_write`` does.
+
+    ``written`` gets each target once it has been renamed into place (for a caller that removes them again when a
+    later step fails). Raises ``StoreError`` naming the file that could not be written; no temporary file is left.
+    Returns one folder of each file system written on (``flush_file_system`` them to make later writes durable)."""
+    flush_all = _syncfs() is not None
+    temps: list[tuple[str, Path]] = []
+    systems: dict[int, Path] = {}  # one folder of each file system the batch writes on (a mount inside a sweep)
+    at = files[0][0] if files else Path()  # the file being written, for the error
+    done = 0
+    try:
+        try:
+            for path, data in files:
+                at = path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay writable.
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
+                temps.append((tmp, path))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    systems.setdefault(os.fstat(f.fileno()).st_dev, path.parent)
+                    if not flush_all:
+                        os.fsync(f.fileno())
+            if flush_all:
+                for folder in systems.values():
+                    flush_file_system(folder)
+            for tmp, path in temps:
+                at = path
+                os.replace(tmp, path)
+                done += 1
+                if written is not None:
+                    written.append(path)
+        except OSError as exc:
+            raise StoreError(f"cannot write {at}: {exc.strerror or exc}") from exc
+    finally:
+        for tmp, _ in temps[done:]:
+            Path(tmp).unlink(missing_ok=True)
+    return systems
 
 
 def storable_name(name: str) -> str:
@@ -877,11 +916,9 @@ class SweepWriter:
             files.append((path, data))
         written: list[Path] = []
         try:
-            for path, data in files:
-                atomic_write(path, data)
-                written.append(path)
-            # meta.json last: its presence means the attempt is complete on disk.
-            atomic_write(folder / "meta.json", json.dumps(result.meta(), indent=2).encode())
+            # meta.json last: its presence means the attempt is complete on disk. One disk flush for all of them, before
+            # any is renamed into place (an fsync of each was most of recording a short attempt).
+            atomic_write_all([*files, (folder / "meta.json", json.dumps(result.meta(), indent=2).encode())], written)
         except BaseException:
             for path in written:
                 path.unlink(missing_ok=True)

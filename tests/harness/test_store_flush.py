@@ -1,0 +1,88 @@
+"""Recording an attempt: its files reach the disk in one flush, before any of them has its name, and a write that
+fails leaves nothing of the delivery behind."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+import harness.store as store_module
+from harness.errors import StoreError
+from harness.records import Artifact, AttemptSummary
+from harness.store import Store
+from tests.support import finished_result, synthetic_sweep
+
+
+def _recording(tmp_path: Path, artifacts: int):  # type: ignore[no-untyped-def]
+    store = Store(tmp_path / "runs")
+    sweep = synthetic_sweep()
+    cell = sweep.cells[0]
+    result = finished_result(sweep, cell, artifacts=[Artifact.of(f"workspace/f{i}.txt", b"x%d" % i)
+                                                     for i in range(artifacts)])
+    return store, sweep, cell, result
+
+
+def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here: each file is fsynced as it is written")
+    store, sweep, cell, result = _recording(tmp_path, artifacts=12)
+    events: list[str] = []
+    real_fsync, real_flush, real_replace = os.fsync, store_module.flush_file_system, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync")
+        real_fsync(fd)
+
+    def flush(path: Path) -> None:
+        events.append("flush")
+        real_flush(path)
+
+    def replace(src: str, dst: Path) -> None:
+        events.append(f"name {Path(dst).name}")
+        real_replace(src, dst)
+
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(store_module, "flush_file_system", flush)
+        monkeypatch.setattr(os, "replace", replace)
+        assert w.record_attempt(sweep, result)
+        monkeypatch.undo()
+    names = [e for e in events if e.startswith("name ")]
+    assert len(names) == 13 and names[-1] == "name meta.json", events  # the 12 files, then meta.json
+    # One flush for the delivery, before the first name; the one fsync after them is the journal line's.
+    first_name = events.index(names[0])
+    assert events[:first_name] == ["flush"], events
+    assert events[first_name:].count("fsync") <= 1 and "flush" not in events[first_name:], events
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    assert (folder / "workspace" / "f11.txt").read_bytes() == b"x11" and (folder / "meta.json").is_file()
+    assert not list(folder.rglob(".fleet-*.tmp"))
+
+
+def test_a_delivery_whose_write_fails_half_way_leaves_no_file_and_stays_dispatched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, sweep, cell, result = _recording(tmp_path, artifacts=6)
+    real_replace, calls = os.replace, []
+
+    def replace(src: str, dst: Path) -> None:
+        calls.append(dst)
+        if len(calls) == 4:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst)
+
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        monkeypatch.setattr(os, "replace", replace)
+        with pytest.raises(StoreError, match="cannot write .*f3.txt: No space left on device"):
+            w.record_attempt(sweep, result)
+        monkeypatch.undo()
+        assert [a.status for a in sweep.attempts[cell.id]] == ["dispatched"]
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    assert not [p for p in folder.rglob("*") if p.is_file()], "a file of the refused delivery was left behind"
+    assert [a.status for a in store.load_sweep(sweep.id).attempts[cell.id]] == ["dispatched"]
