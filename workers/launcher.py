@@ -344,28 +344,45 @@ def _with_reserve(here, write):
 LINUX = os.path.isdir("/proc/self/task")
 
 
+def _read_proc(pid, name):
+    """The whole of ``/proc/PID/NAME``, through the descriptor alone: a file object per read was a third of a walk
+    over every process's environment, which comes at the end of every attempt (``end_tree``)."""
+    fd = os.open("/proc/%s/%s" % (pid, name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        data = b""
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return data
+            data += chunk
+    finally:
+        os.close(fd)
+
+
+def _has_entry(pid, needle):
+    """Whether ``needle`` (b"\\0NAME=VALUE\\0") is a whole entry of the process's environment; False when it cannot be
+    read (gone, another user's)."""
+    try:
+        return needle in b"\0" + _read_proc(pid, "environ") + b"\0"
+    except OSError:
+        return False
+
+
 def _snapshot(marker):
     """{pid: (ppid, sid, has_marker)} of every live (not zombie) process this user can see."""
     procs = {}
     if LINUX:
-        needle = ("%s=%s" % (MARKER_VAR, marker)).encode() if marker else None
+        needle = b"\0%s=%s\0" % (MARKER_VAR.encode(), marker.encode()) if marker else None
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
             try:
-                with open("/proc/%s/stat" % name, "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
+                fields = _read_proc(name, "stat").rsplit(b")", 1)[1].split()
             except (OSError, IndexError):
                 continue
             if fields[0] in (b"Z", b"X"):
                 continue
-            has = False
-            if needle is not None:
-                try:
-                    with open("/proc/%s/environ" % name, "rb") as f:
-                        has = needle in f.read().split(b"\0")
-                except OSError:
-                    pass
+            has = needle is not None and _has_entry(name, needle)
             # After the command's ")": state, ppid, pgrp, session, tty_nr, ... (fields[4] is the tty: the session
             # walk never matched when it was read there).
             procs[int(name)] = (int(fields[1]), int(fields[3]), has)
@@ -388,15 +405,10 @@ def _marked(marker):
     found = set()  # type: set
     if not marker:
         return found
-    needle = ("%s=%s" % (MARKER_VAR, marker)).encode()
+    needle = b"\0%s=%s\0" % (MARKER_VAR.encode(), marker.encode())
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/environ" % name, "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        found.add(int(name))
-            except OSError:
-                pass
+        if name.isdigit() and _has_entry(name, needle):
+            found.add(int(name))
     found.discard(os.getpid())
     found.discard(os.getppid())
     return found
@@ -540,12 +552,15 @@ def _children_of(pid):
 
 # -- run: start and supervise ------------------------------------------------------------------------------------
 
-def _set_subreaper():
-    """Linux: orphans of the agent tree are re-parented to the supervisor, not to init, so the tree walk still
-    finds a child that called setsid and whose parent died. prctl through ``_ctypes``, the C module under ``ctypes``
-    (whose own import is 3.5 ms of the start, against 0.6 ms). Returns whether it is set."""
+def _subreaper_call():
+    """Linux: how to make this process a child subreaper (orphans of the agent tree are re-parented to the
+    supervisor, not to init, so the tree walk still finds a child that called setsid and whose parent died), as a
+    function that says whether it worked; None elsewhere. prctl through ``_ctypes``, the C module under ``ctypes``
+    (whose own import is 3.5 ms of the start, against 0.6 ms). Made by the foreground process before it forks the
+    supervisor, which only calls it: made in the supervisor it took 1.2 ms of every start, as each page the import
+    writes is copied after the fork."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         import _ctypes
 
@@ -560,9 +575,16 @@ def _set_subreaper():
             _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # None: this process's own symbols
 
         prctl = _Function(("prctl", _Process()))  # type: ignore[arg-type]  # what ctypes.CDLL gives it, no more
-        return prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except Exception:  # noqa - not CPython, no libc symbol: the marker and the session still find the tree
-        return False
+        return None
+
+    def set_subreaper():
+        try:
+            return prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except Exception:  # noqa - as above
+            return False
+
+    return set_subreaper
 
 
 def _which(program, path):
@@ -914,6 +936,9 @@ def run(req):
     finally:
         if lock is not None:
             os.close(lock)  # the supervisor holds its own copy until its running entry is written
+        # Only this process gets here (the supervisor ends with os._exit): the earlier deliveries' folders are removed
+        # while the supervisor starts the agent, on the other core, not before the start (0.3 ms and more of it).
+        _forget(req)
 
 
 def _run(req, lock):
@@ -939,13 +964,14 @@ def _run(req, lock):
         pass  # a file system without FIFOs: the worker's polls look at intervals instead
     if prepared is not None:
         _say({"prepared": prepared})
+    subreaper = _subreaper_call()
     # Out before the fork: the supervisor must have none of these lines in its copy of the buffer.
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:  # the supervisor
         code = 1
         try:
-            code = _supervise(req, here, lock)
+            code = _supervise(req, here, lock, subreaper)
         except BaseException as exc:  # noqa - one line, never a traceback: on the channel (the worker shows it with
             # its start error) before the supervisor answered, in launcher.log after
             try:
@@ -989,7 +1015,7 @@ def _child_waker():
     return nap
 
 
-def _supervise(req, here, lock):
+def _supervise(req, here, lock, set_subreaper=None):
     """The supervisor: it starts the agent, answers the worker on the channel (``_run``), and supervises the agent to
     its end."""
     key, token, marker = req["key"], req["token"], req["marker"]
@@ -998,7 +1024,7 @@ def _supervise(req, here, lock):
     null = os.open(os.devnull, os.O_RDWR)
     log = os.open(os.path.join(here, "launcher.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(null, 0)
-    subreaper = _set_subreaper()
+    subreaper = bool(set_subreaper and set_subreaper())
     stop = {"why": "", "packing": False}
 
     def _term(signum, frame):
@@ -1744,7 +1770,8 @@ def serve(req):
     if verb is None:
         sys.stderr.write("launcher: unknown verb %r (run|pack|kill|reap)\n" % (req.get("verb"),))
         return 2
-    _forget(req)
+    if verb is not run:
+        _forget(req)  # run's own comes after the supervisor's fork, off the path of the start
     return verb(req)
 
 
