@@ -50,8 +50,17 @@ class Slots(ABC):
             time.sleep(poll)
 
 
-_ACQUIRE = """
-local key, now, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+# Redis's own clock, read in the script (workers on machines with skewed clocks agree on expiry): one round trip per
+# acquire, where a TIME first was two (0.15 ms of every attempt's start). Redis 3.2 and 4 replicate a script that
+# reads the clock and then writes only as its effects, which they must be asked for; later ones always do.
+_CLOCK = """
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+"""
+
+_ACQUIRE = _CLOCK + """
+local key, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 if redis.call('ZCARD', key) < slots then
   redis.call('ZADD', key, now + ttl, id)
@@ -61,8 +70,8 @@ end
 return 0
 """
 
-_RENEW = """
-local key, now, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+_RENEW = _CLOCK + """
+local key, ttl, slots, id = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if redis.call('ZSCORE', key, id) then
   redis.call('ZADD', key, now + ttl, id)
   redis.call('PEXPIRE', key, math.ceil(ttl * 1000) + 1000)
@@ -97,7 +106,7 @@ class _RedisLease(Lease):
         wait = ttl / 3
         while not self._stop.wait(wait):
             try:
-                self._slots._renew(keys=[self._key], args=[self._slots._now(), ttl, self._host_slots, self._id])
+                self._slots._renew(keys=[self._key], args=[ttl, self._host_slots, self._id])
                 wait = ttl / 3
             except Exception:  # noqa: BLE001 - Redis is away: try again soon, the TTL is the backstop
                 wait = min(1.0, ttl / 3)
@@ -131,11 +140,6 @@ class RedisSlots(Slots):
         self._acquire = self.client.register_script(_ACQUIRE)
         self._renew = self.client.register_script(_RENEW)
 
-    def _now(self) -> float:
-        # Redis's clock, so workers on machines with skewed clocks agree on expiry.
-        sec, usec = self.client.time()
-        return sec + usec / 1e6
-
     def key(self, host: str) -> str:
         return f"fleet:{self.namespace}:slots:{host}" if self.namespace else f"fleet:slots:{host}"
 
@@ -143,7 +147,7 @@ class RedisSlots(Slots):
         lease_id = uuid.uuid4().hex
         key = self.key(host)
         try:
-            taken = self._acquire(keys=[key], args=[self._now(), self.ttl, slots, lease_id]) == 1
+            taken = self._acquire(keys=[key], args=[self.ttl, slots, lease_id]) == 1
         except Exception as exc:  # noqa: BLE001 - Redis is away: no slot now; acquire() asks again
             import redis
 

@@ -72,3 +72,34 @@ def test_a_lease_released_during_an_outage_frees_its_slot_when_redis_is_back(tmp
         assert _acquire_within(second, host, 5) is not None, "the released slot stayed taken after Redis came back"
     finally:
         server.stop()
+
+
+def test_taking_and_renewing_a_lease_is_one_command_each_on_redis_s_own_clock(redis_server: RedisServer,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # On the path of every attempt's start: the lease's expiry reads Redis's clock inside the script, not with a
+    # TIME of its own first.
+    slots = RedisSlots(redis_server.url, namespace=uuid.uuid4().hex[:8], ttl=30.0)
+    warm = slots.try_acquire("warm", 1)  # the first call of a script in a process loads it (SCRIPT LOAD), once
+    assert warm is not None
+    assert slots._renew(keys=[slots.key("warm")], args=[30.0, 1, warm._id]) == 1  # type: ignore[attr-defined]
+    warm.release()
+    sent: list[str] = []
+    real = slots.client.execute_command
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(slots.client, "execute_command", counted)
+    before = time.time()
+    lease = slots.try_acquire("tower1", 1)
+    assert lease is not None
+    assert sent == ["EVALSHA"], sent
+    ((_, expiry),) = slots.client.zrange(slots.key("tower1"), 0, -1, withscores=True)
+    assert before + 29 < expiry < time.time() + 31  # Redis's clock (the same machine's here) plus the TTL
+    sent.clear()
+    assert slots._renew(keys=[slots.key("tower1")], args=[30.0, 1, lease._id]) == 1  # type: ignore[attr-defined]
+    assert sent == ["EVALSHA"], sent
+    assert slots.try_acquire("tower1", 1) is None  # the one slot is held
+    lease.release()
+    assert slots.try_acquire("tower1", 1) is not None
