@@ -339,7 +339,7 @@ class Coordinator:
 
                     d.blobs = blobs_for(self.settings.celery_backend)
                     d.wakeup = wakeup_for(self.settings.embedded, self.settings.celery_backend,
-                                          lambda task_id: app.backend.get_key_for_task(task_id).decode())
+                                          lambda task_id: app.backend.get_key_for_task(task_id).decode(), app.backend)
                     try:
                         d.run(planned)
                     finally:

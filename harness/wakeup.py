@@ -145,10 +145,22 @@ class RedisResults:
             pass
 
 
-def wakeup_for(embedded: bool, backend_url: str, channel_for: Callable[[str], str]) -> Wakeup:
-    """``channel_for``: a task id's result key, where Celery publishes its result (``backend.get_key_for_task``)."""
+def _subscribe_nothing(producer: object, task_id: str) -> None:
+    return None
+
+
+def wakeup_for(embedded: bool, backend_url: str, channel_for: Callable[[str], str], backend: object = None) -> Wakeup:
+    """``channel_for``: a task id's result key, where Celery publishes its result (``backend.get_key_for_task``).
+
+    ``backend``: the app's result backend, when this process sends the tasks it waits for. On Redis, Celery's own
+    result consumer subscribes to each sent task's channel (for ``AsyncResult.get()``), on a connection nobody here
+    reads: every result was published to it as well and piled up in Redis's output buffer for that connection, in
+    Redis's memory, until Redis dropped the connection at its limit, and each send and forget cost a SUBSCRIBE and an
+    UNSUBSCRIBE more. RedisResults waits for the results instead, so the backend is told not to subscribe on send."""
     if embedded:
         return TaskEnded()
     if is_redis_url(backend_url):
+        if backend is not None:
+            backend.on_task_call = _subscribe_nothing  # type: ignore[attr-defined]  # Celery's hook, called on every send
         return RedisResults(backend_url, channel_for)
     return Sleep()

@@ -92,3 +92,33 @@ def test_the_result_that_woke_the_wait_is_taken_as_read(redis_server, namespace)
         assert stray.state == "PENDING"
     finally:
         wake.close()
+
+
+def test_results_are_published_to_the_dispatchers_wait_alone(redis_server, namespace) -> None:
+    """Celery's own result consumer subscribed to the channel of every task this process sent, on a connection nobody
+    here reads: each result piled up in Redis's output buffer for it. Given the backend, the wait turns that off, and
+    a result stored for a task sent here still wakes it."""
+    import redis
+
+    from workers.app import TASK_RUN_ATTEMPT, app, configure
+
+    configure(Settings.resolve({"broker_url": redis_server.url, "namespace": namespace}, {}))
+    backend = app.backend
+    wake = wakeup_for(False, redis_server.url, lambda t: backend.get_key_for_task(t).decode(), backend)
+    client = redis.Redis.from_url(redis_server.url)
+    task_id = f"{namespace}-sent"
+    channel = backend.get_key_for_task(task_id).decode()
+    try:
+        sent = app.send_task(TASK_RUN_ATTEMPT, args=[{"host": {"name": "nobody"}, "namespace": namespace}],
+                             task_id=task_id, queue=f"{namespace}-nobody")
+        assert client.execute_command("PUBSUB", "NUMSUB", channel)[1] == 0  # nobody listens but the wait, when it waits
+        wake.wait(0.05, [task_id])
+        assert client.execute_command("PUBSUB", "NUMSUB", channel)[1] == 1
+        _later(0.2, lambda: backend.store_result(task_id, {"n": 6}, "SUCCESS"))
+        started = time.monotonic()
+        wake.wait(20, [task_id])
+        assert time.monotonic() - started < 10
+        assert wake.stored(task_id) is not None and sent.state == "SUCCESS"
+    finally:
+        wake.close()
+        client.delete(f"{namespace}-nobody")
