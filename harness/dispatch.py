@@ -156,6 +156,8 @@ class Dispatcher:
                 if self.watch is not None:
                     self._watch_workers()
                 if not progressed:
+                    # What was dispatched without a flush goes to disk now, while nothing waits on this process.
+                    self.writer.sync_journal()
                     self.wakeup.wait(self.poll_s, self._in_flight.keys())
         except BrokerOutage as exc:
             # Nothing is settled: a worker may still finish and store its result once the queue is back, and
@@ -266,9 +268,12 @@ class Dispatcher:
         task_id = task_id_for(self.sweep.id, cell.id, attempt, self.sweep.uid)
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
-        # Record the dispatch before sending: if we die in between, resume sees an attempt to settle.
+        # Record the dispatch before sending: if we die in between, resume sees an attempt to settle. Written, not
+        # flushed: the last attempt's record flushes it right after (or sync_journal before the loop waits), and the
+        # host does not wait for a disk flush between two agents (store.SweepWriter.dispatched).
         self.writer.dispatched(
-            self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()))
+            self.sweep, cell.id, AttemptSummary(attempt=attempt, task_id=task_id, status="dispatched", dispatched_at=utc_now()),
+            durable=False)
         args = [req.model_dump(mode="json")]
         try:
             # Sent again after an outage with the same task id: a task that did get out is recorded once anyway.

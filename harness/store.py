@@ -702,6 +702,8 @@ class SweepWriter:
         self.sweep_id = sweep_id
         self._sweep: SweepRecord | None = None
         self._journal_lines = 0
+        self._unsynced = False
+        """Journal lines were written that no fsync has flushed to disk yet (``dispatched(durable=False)``)."""
         self._journal: BinaryIO | None = None
         self._db: sqlite3.Connection | None = None
         self._plan: list | None = None
@@ -711,11 +713,13 @@ class SweepWriter:
         self._indexed_plan: list | None = None
 
     # -- the journal --------------------------------------------------------------------------------
-    def _append(self, entry: dict) -> None:
-        self._append_all([entry])
+    def _append(self, entry: dict, durable: bool = True) -> None:
+        self._append_all([entry], durable)
 
-    def _append_all(self, entries: list[dict]) -> None:
-        """Append ``entries`` to the journal in one write and one fsync (a batch costs what one entry costs)."""
+    def _append_all(self, entries: list[dict], durable: bool = True) -> None:
+        """Append ``entries`` to the journal in one write and one fsync (a batch costs what one entry costs). Not
+        ``durable``: written (a process that dies after it leaves it on file) but not flushed to disk yet; the next
+        durable append, ``sync_journal`` or a snapshot flushes it."""
         path = self.store.sweep_dir(self.sweep_id) / JOURNAL
         line = b"".join(json.dumps(entry, separators=(",", ":")).encode() + b"\n" for entry in entries)
         start = -1
@@ -732,10 +736,12 @@ class SweepWriter:
             view = memoryview(line)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         except OSError as exc:
             self._drop_torn_entry(start)
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self._unsynced = not durable
         self._journal_lines += len(entries)
         sweep = self._sweep
         if sweep is not None and self._journal_lines > max(1000, len(sweep.cells)):
@@ -771,11 +777,30 @@ class SweepWriter:
         self._append({"t": "status", "status": status, "finished_at": sweep.finished_at})
         self._index_sweep(sweep)
 
-    def dispatched(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
+    def dispatched(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary, durable: bool = True) -> None:
         """An attempt was (about to be) sent: recorded first, so a coordinator that dies in between leaves an
-        attempt for ``resume`` to settle rather than a task nobody waits for."""
+        attempt for ``resume`` to settle rather than a task nobody waits for.
+
+        Not ``durable`` (the dispatcher, between a host's two agents): the line is written before the send, so a
+        coordinator that dies (killed, out of memory) leaves it on file, but it is flushed to disk by the next
+        fsync of the journal (the last attempt's record right after, or ``sync_journal`` before the dispatcher
+        waits), not on the host's wait. Only a machine that goes down within those milliseconds loses it; then
+        ``resume`` sends the attempt again under the same task id, and it is recorded once."""
         _upsert(sweep, cell_id, summary)
-        self._journal_attempt(sweep, cell_id, summary)
+        self._sweep = sweep
+        self._append({"t": "attempt", "cell": cell_id, "summary": summary.model_dump(mode="json")}, durable)
+
+    def sync_journal(self) -> None:
+        """Flush to disk the journal lines written without a flush (``dispatched(durable=False)``); nothing to do
+        when there are none."""
+        if not self._unsynced or self._journal is None:
+            return
+        try:
+            os.fsync(self._journal.fileno())
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.store.sweep_dir(self.sweep_id) / JOURNAL}: "
+                             f"{exc.strerror or exc}") from exc
+        self._unsynced = False
 
     def save_sweep(self, sweep: SweepRecord) -> None:
         """Write a snapshot of the whole sweep (sweep.json) and start an empty journal."""
@@ -792,6 +817,7 @@ class SweepWriter:
         except OSError as exc:
             raise StoreError(f"cannot write {d / JOURNAL}: {exc.strerror or exc}") from exc
         self._journal_lines = 0
+        self._unsynced = False  # the snapshot, synced, holds every line the journal had
         self._sweep = sweep
         self._index_sweep(sweep)
 

@@ -86,3 +86,80 @@ def test_a_delivery_whose_write_fails_half_way_leaves_no_file_and_stays_dispatch
     folder = store.attempt_dir(sweep.id, cell.id, 1)
     assert not [p for p in folder.rglob("*") if p.is_file()], "a file of the refused delivery was left behind"
     assert [a.status for a in store.load_sweep(sweep.id).attempts[cell.id]] == ["dispatched"]
+
+
+def test_a_dispatch_written_without_a_flush_is_on_file_at_once_and_on_disk_with_the_next_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "runs")
+    sweep = synthetic_sweep()
+    one, two = sweep.cells[0], sweep.cells[1]
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        monkeypatch.setattr(os, "fsync", fsync)
+        w.dispatched(sweep, one.id, AttemptSummary(attempt=1, task_id="t1", status="dispatched"), durable=False)
+        assert synced == []  # the host's next agent does not wait on a disk flush
+        # On file at once: a coordinator killed now leaves it for `fleet resume` (a reader sees it).
+        assert [a.status for a in Store(tmp_path / "runs").load_sweep(sweep.id).attempts[one.id]] == ["dispatched"]
+        w.sync_journal()
+        assert len(synced) == 1
+        w.sync_journal()  # nothing left to flush: no second fsync
+        assert len(synced) == 1
+        w.dispatched(sweep, two.id, AttemptSummary(attempt=1, task_id="t2", status="dispatched"), durable=False)
+        assert w.record_attempt(sweep, finished_result(sweep, one))  # its journal line's fsync flushes both
+        flushed = len(synced)
+        w.sync_journal()
+        assert len(synced) == flushed
+        monkeypatch.undo()
+    back = Store(tmp_path / "runs").load_sweep(sweep.id)
+    assert [a.status for a in back.attempts[one.id]] == ["finished"]
+    assert [a.status for a in back.attempts[two.id]] == ["dispatched"]
+
+
+def test_the_dispatcher_flushes_what_it_dispatched_before_it_waits() -> None:
+    from types import SimpleNamespace
+
+    from harness.catalog import Item
+    from harness.dispatch import Dispatcher, Planned
+    from harness.inventory import load_inventory
+    from harness.records import Cell
+    from tests.support import REPO
+
+    item = Item(id="07-photo-renamer", number="07", kind="open", title="t", prompt="p", timeout_s=60)
+    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
+    cell = Cell(id=Cell.make_id(host.name, item.id, host.default_agent, 1), host=host.name, item=item.id,
+                agent=host.default_agent, rep=1, seed=1)
+    events: list[str] = []
+    pending = SimpleNamespace(state="PENDING", id="t")
+
+    class Writer:
+        def set_status(self, sweep: object, status: str) -> None:
+            events.append(f"status {status}")
+
+        def dispatched(self, sweep: object, cell_id: str, summary: AttemptSummary, durable: bool = True) -> None:
+            events.append(f"dispatched durable={durable}")
+
+        def sync_journal(self) -> None:
+            events.append("sync")
+
+    class Wakeup:
+        def wait(self, timeout: float, task_ids: object = ()) -> None:
+            events.append("wait")
+            d._in_flight.clear()  # the attempt is settled elsewhere: the loop ends
+            d._per_host.clear()
+
+        def stored(self, task_id: str) -> None:
+            return None
+
+    app = SimpleNamespace(send_task=lambda *a, **k: (events.append("send"), pending)[1])
+    sweep = SimpleNamespace(id="s1", uid="", items={item.id: item})
+    d = Dispatcher(app=app, writer=Writer(), sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}),  # type: ignore[arg-type]
+                   wakeup=Wakeup())
+    d.run([Planned(cell=cell, attempt=1, last_attempt=1)])
+    assert events == ["status running", "dispatched durable=False", "send", "sync", "wait", "status finished"], events
