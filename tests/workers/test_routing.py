@@ -94,7 +94,7 @@ def sending_dispatcher(host: Host) -> tuple[Dispatcher, Cell, list[tuple[str, di
     sent: list[tuple[str, dict]] = []
     fake_app = SimpleNamespace(send_task=lambda name, **kw: sent.append((name, kw)) or SimpleNamespace())
     sweep = SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM})
-    writer = SimpleNamespace(dispatched=lambda *a: None)
+    writer = SimpleNamespace(dispatched=lambda *a, **kw: None)
     d = Dispatcher(app=fake_app, writer=writer, sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
     cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
                 agent=host.default_agent, rep=1, seed=1)

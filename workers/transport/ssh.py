@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import io
+import itertools
+import os
 import select
 import shlex
 import socket
@@ -83,6 +86,56 @@ def _known_name(host: Host) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
+class _Watchdog:
+    """One thread per process that ends the operations whose deadline passed (``_Deadline``). A thread of their own
+    per command or transfer was started and ended three times an attempt, each start waiting for the new thread to
+    run (0.2 ms each on the path of every attempt, more on a loaded machine); a deadline is now an entry in a heap.
+    A forked process (a Celery pool child) starts its own thread on its first deadline."""
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: "_Deadline") -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline.until, next(self._seq), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ssh-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is deadline:
+                self._cond.notify()  # sooner than what the thread sleeps for
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].done:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    until, _, deadline = self._heap[0]
+                    now = time.monotonic()
+                    if until > now:
+                        self._cond.wait(until - now)
+                        continue
+                    heapq.heappop(self._heap)
+                    if deadline.until > now:  # it made progress since: watched again at its new time
+                        heapq.heappush(self._heap, (deadline.until, next(self._seq), deadline))
+                        continue
+                    break
+            # Outside the lock, and on a thread of its own: closing a connection may take a while, and must not hold
+            # up the other deadlines (nor their registration).
+            threading.Thread(target=deadline.fire, name="ssh-deadline-expired", daemon=True).start()
+
+
 class _Deadline:
     """A watchdog for one operation: once ``seconds`` pass it calls ``expire`` (which closes the connection, so
     whatever is blocked on it returns). ``progress()`` starts the time again: a no-progress limit for transfers,
@@ -91,31 +144,37 @@ class _Deadline:
     def __init__(self, seconds: float, expire: Callable[[], None]) -> None:
         self.seconds = seconds
         self.expired = False
+        self.done = False
         self._expire = expire
-        self._until = time.monotonic() + seconds
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="ssh-deadline", daemon=True)
+        self.until = time.monotonic() + seconds
 
     def progress(self) -> None:
-        self._until = time.monotonic() + self.seconds
+        self.until = time.monotonic() + self.seconds
 
-    def _watch(self) -> None:
-        while not self._done.wait(max(0.0, self._until - time.monotonic())):
-            if time.monotonic() >= self._until:
-                self.expired = True
-                try:
-                    self._expire()
-                except Exception:  # noqa: BLE001 - closing a dead connection may fail; it is closed either way
-                    pass
-                return
+    def fire(self) -> None:
+        if self.done:
+            return
+        self.expired = True
+        try:
+            self._expire()
+        except Exception:  # noqa: BLE001 - closing a dead connection may fail; it is closed either way
+            pass
 
     def __enter__(self) -> "_Deadline":
-        self._until = time.monotonic() + self.seconds
-        self._thread.start()
+        self.until = time.monotonic() + self.seconds
+        _WATCHDOG.watch(self)
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self._done.set()
+        self.done = True
+        self._expire = _nothing  # the watchdog's heap may hold this a while: not the connection with it
+
+
+def _nothing() -> None:
+    return None
+
+
+_WATCHDOG = _Watchdog()
 
 
 class _KeepAlive(threading.Thread):
