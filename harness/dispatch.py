@@ -152,6 +152,8 @@ class Dispatcher:
             while self._waiting_any() or self._in_flight or self._retries:
                 self._release_due_retries()
                 self._dispatch_free_slots()
+                # What was dispatched without a flush (a burst to every host at the start) goes to disk in one fsync.
+                self.writer.sync_journal()
                 progressed = self._poll()
                 if self.watch is not None:
                     self._watch_workers()

@@ -74,22 +74,21 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
     """What ``write_grade_files`` writes, for many attempts at once (a regrade of a whole sweep): each folder's
     ``grade.json`` replaced atomically and one more line of its ``grades.jsonl``, in the same order and with the same
     guarantees (a reader sees the old grade.json or the new one, never half of one; the history line follows the
-    grade), but two disk flushes for the whole batch instead of two per attempt. Every grade.json is written to its
-    temporary name, the file system flushed once (``flush_file_system``), then each renamed over its target; then
-    every history line is appended and the file system flushed again. An fsync per file costs a disk flush each
-    (0.3 ms here: 6 s of a 10,000-attempt regrade). Where there is no ``syncfs`` each grade.json is synced as it is
-    written instead, and the history lines by ``os.sync``."""
+    grade), but two disk flushes for the whole batch instead of two per attempt: every grade.json through
+    ``atomic_write_all`` (one flush, then the renames), then every history line appended and the file system
+    flushed again. An fsync per file costs a disk flush each (0.3 ms here: 6 s of a 10,000-attempt regrade)."""
     if not graded:
         return
-    systems = atomic_write_all([(folder / "grade.json", grade.model_dump_json(indent=2).encode()) for folder, grade in graded])
-    for folder, grade in graded:
-        try:
-            with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
-                f.write((grade.model_dump_json() + "\n").encode())
-        except OSError as exc:
-            raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
-    for folder in systems.values():
-        flush_file_system(folder)
+    atomic_write_all([(folder / "grade.json", grade.model_dump_json(indent=2).encode()) for folder, grade in graded])
+    with FileSystems() as systems:
+        for folder, grade in graded:
+            systems.before_write(folder)
+            try:
+                with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
+                    f.write((grade.model_dump_json() + "\n").encode())
+            except OSError as exc:
+                raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
+        systems.flush()
 
 
 def _syncfs() -> Callable[[int], int] | None:
@@ -105,22 +104,61 @@ def _syncfs() -> Callable[[int], int] | None:
 _SYNCFS: object = False  # not looked up yet
 
 
-def flush_file_system(path: Path) -> None:
-    """Make everything written so far on ``path``'s file system durable, in one call: Linux's ``syncfs`` on it (one
-    flush for a batch of files, where an fsync of each is a flush each); elsewhere ``os.sync``."""
+class FileSystems:
+    """The file systems a batch of writes lands on, made durable together: one ``syncfs`` (Linux) per file system
+    for the whole batch, where an fsync of each file is a disk flush each; ``os.sync`` elsewhere.
+
+    Each file system is held open (a folder on it) from before the first write of the batch there, not only for the
+    flush: a file system's flush reports the write errors that happened since it was opened (Linux 5.8 and later),
+    so an error while the kernel wrote the batch's files early is reported by the flush too, as an fsync of each file
+    would report it. Call ``before_write(folder)`` before writing in ``folder``, then ``flush()``."""
+
+    def __init__(self) -> None:
+        self._syncfs = _syncfs()
+        self.together = self._syncfs is not None
+        """One flush covers the whole file system (``syncfs``); else each file must be fsynced as it is written."""
+        self._held: dict[int, tuple[int, Path]] = {}  # st_dev -> (an open folder on it, that folder)
+        self._last: Path | None = None
+
+    def before_write(self, folder: Path) -> None:
+        if self._syncfs is None or folder == self._last:
+            return
+        try:
+            fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise StoreError(f"cannot write in {folder}: {exc.strerror or exc}") from exc
+        dev = os.fstat(fd).st_dev
+        if dev in self._held:
+            os.close(fd)
+        else:
+            self._held[dev] = (fd, folder)
+        self._last = folder
+
+    def flush(self) -> None:
+        if self._syncfs is None:
+            os.sync()
+            return
+        for fd, folder in self._held.values():
+            flush_file_system(fd, folder)
+
+    def __enter__(self) -> "FileSystems":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd, _ in self._held.values():
+            os.close(fd)
+        self._held = {}
+
+
+def flush_file_system(fd: int, folder: Path) -> None:
+    """``syncfs`` on the file system of ``fd`` (an open ``folder``); a ``StoreError`` naming the folder if it fails."""
     import ctypes
 
     syncfs = _syncfs()
-    if syncfs is None:
-        os.sync()
-        return
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), str(path))
-    finally:
-        os.close(fd)
+    assert syncfs is not None
+    if syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise StoreError(f"cannot flush {folder} to disk: {os.strerror(err)}")
 
 
 def _open_own(path: Path, flags: int, mode: str) -> BinaryIO:
@@ -152,51 +190,50 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_all(files: "list[tuple[Path, bytes]]", written: "list[Path] | None" = None) -> dict[int, Path]:
+def atomic_write_all(files: "list[tuple[Path, bytes]]", written: "list[Path] | None" = None) -> None:
     """What ``atomic_write`` does for each of ``files`` (path, data), in their order, with one disk flush for them
-    all: each is written to a temporary name beside its target, the file system flushed once (``syncfs``; per file
-    system the batch writes on), then each renamed over its target. So a reader sees a file whole or not at all, and
-    every file's bytes are on disk before any of them has its name, as with a rename after an fsync of each; a flush
-    per file was most of recording a short attempt (10 of them: 2.4 of its 5.4 ms here). Where there is no
-    ``syncfs`` (macOS), each file is fsynced as it is written, as ``atomic_write`` does.
+    all: each is written to a temporary name beside its target, the file systems written on flushed once each
+    (``FileSystems``), then each file renamed over its target, in order. So a reader sees a file whole or not at all,
+    and every file's bytes are on disk before any of them has its name, as with an fsync of each before its rename;
+    a flush per file was most of recording a short attempt (10 of them: 2.4 of its 5.4 ms here). Where there is no
+    ``syncfs`` (macOS) each file is fsynced as it is written, as ``atomic_write`` does.
 
     ``written`` gets each target once it has been renamed into place (for a caller that removes them again when a
-    later step fails). Raises ``StoreError`` naming the file that could not be written; no temporary file is left.
-    Returns one folder of each file system written on (``flush_file_system`` them to make later writes durable)."""
-    flush_all = _syncfs() is not None
+    later step fails). Raises ``StoreError`` naming the file (or the folder whose file system could not be
+    flushed); no temporary file is left."""
     temps: list[tuple[str, Path]] = []
-    systems: dict[int, Path] = {}  # one folder of each file system the batch writes on (a mount inside a sweep)
-    at = files[0][0] if files else Path()  # the file being written, for the error
     done = 0
     try:
-        try:
+        with FileSystems() as systems:
+            fsync_each = not systems.together
             for path, data in files:
-                at = path
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay writable.
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
-                temps.append((tmp, path))
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    systems.setdefault(os.fstat(f.fileno()).st_dev, path.parent)
-                    if not flush_all:
-                        os.fsync(f.fileno())
-            if flush_all:
-                for folder in systems.values():
-                    flush_file_system(folder)
-            for tmp, path in temps:
-                at = path
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    systems.before_write(path.parent)
+                    # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay
+                    # writable.
+                    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
+                    temps.append((tmp, path))
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        if fsync_each:
+                            os.fsync(f.fileno())
+                except OSError as exc:
+                    raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            if not fsync_each:
+                systems.flush()
+        for tmp, path in temps:
+            try:
                 os.replace(tmp, path)
-                done += 1
-                if written is not None:
-                    written.append(path)
-        except OSError as exc:
-            raise StoreError(f"cannot write {at}: {exc.strerror or exc}") from exc
+            except OSError as exc:
+                raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            done += 1
+            if written is not None:
+                written.append(path)
     finally:
         for tmp, _ in temps[done:]:
             Path(tmp).unlink(missing_ok=True)
-    return systems
 
 
 def storable_name(name: str) -> str:

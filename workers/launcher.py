@@ -925,20 +925,37 @@ def run(req):
         import binascii
 
         _say({"compiled": {"tag": sys.version, "code": binascii.b2a_base64(req["compiled"], newline=False).decode()}})
+    # The earlier deliveries' folders are removed once the supervisor is forked, while it starts the agent on the
+    # other core, not before the start (0.3 ms and more of it); but first where the host's disk is nearly full, since
+    # their space may be what this start needs.
+    forgotten = _disk_nearly_full(req.get("fleet") or "") and _forget(req)
     lock = None
-    if req.get("prepare") is not None:
-        lock = _start_lock(req["fleet"], req["prepare"]["root"])
-        if not isinstance(lock, int):
-            _say({"prepare_error": lock})
-            return 127
     try:
+        if req.get("prepare") is not None:
+            lock = _start_lock(req["fleet"], req["prepare"]["root"])
+            if not isinstance(lock, int):
+                _say({"prepare_error": lock})
+                return 127
         return _run(req, lock)
     finally:
-        if lock is not None:
+        if isinstance(lock, int):
             os.close(lock)  # the supervisor holds its own copy until its running entry is written
-        # Only this process gets here (the supervisor ends with os._exit): the earlier deliveries' folders are removed
-        # while the supervisor starts the agent, on the other core, not before the start (0.3 ms and more of it).
-        _forget(req)
+        # Only this process gets here (the supervisor ends with os._exit).
+        if not forgotten:
+            _forget(req)
+
+
+NEARLY_FULL_BYTES = 256 * 1024 * 1024
+"""Under this much free space on the host's ``.fleet`` file system, a ``run`` removes the earlier deliveries' folders
+before the start, not after it."""
+
+
+def _disk_nearly_full(fleet):
+    try:
+        st = os.statvfs(fleet if os.path.isdir(fleet) else os.path.dirname(fleet.rstrip("/")) or "/")
+    except (OSError, AttributeError):
+        return True  # cannot tell: the order that never needs the space
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
 
 
 def _run(req, lock):
@@ -1762,6 +1779,7 @@ def _forget(req):
             _rmtree(path)
         except OSError:
             pass  # the weekly sweep of the reap takes it later
+    return True
 
 
 def serve(req):

@@ -35,7 +35,7 @@ def test_a_free_host_gets_its_next_attempt_before_the_last_one_is_recorded(monke
     monkeypatch.setattr(Dispatcher, "_result_of", lambda self, f, state: SimpleNamespace(attempt=f.attempt))
     monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: order.append(("record", cell.rep)))
     monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
-    writer = SimpleNamespace(set_status=lambda *a: None)
+    writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
     d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
                    inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
     d.run([Planned(cell=c, attempt=1, last_attempt=1) for c in cells])

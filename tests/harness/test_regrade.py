@@ -85,9 +85,9 @@ def test_a_regrade_records_in_batches_not_a_flush_a_commit_and_a_journal_line_pe
         counts["fsync"] += 1
         real_fsync(fd)
 
-    def flush(path: Path) -> None:
+    def flush(fd: int, folder: Path) -> None:
         counts["flush"] += 1
-        real_flush(path)
+        real_flush(fd, folder)
 
     def execute(self: SweepWriter, *statements) -> None:  # type: ignore[no-untyped-def]
         counts["index"] += 1

@@ -37,9 +37,9 @@ def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
         events.append("fsync")
         real_fsync(fd)
 
-    def flush(path: Path) -> None:
+    def flush(fd: int, folder: Path) -> None:
         events.append("flush")
-        real_flush(path)
+        real_flush(fd, folder)
 
     def replace(src: str, dst: Path) -> None:
         events.append(f"name {Path(dst).name}")
@@ -162,4 +162,50 @@ def test_the_dispatcher_flushes_what_it_dispatched_before_it_waits() -> None:
     d = Dispatcher(app=app, writer=Writer(), sweep=sweep, inventory=SimpleNamespace(hosts={host.name: host}),  # type: ignore[arg-type]
                    wakeup=Wakeup())
     d.run([Planned(cell=cell, attempt=1, last_attempt=1)])
-    assert events == ["status running", "dispatched durable=False", "send", "sync", "wait", "status finished"], events
+    assert events == ["status running", "dispatched durable=False", "send", "sync", "sync", "wait", "status finished"], \
+        events
+
+
+def test_the_file_system_is_held_open_from_before_the_first_write_to_its_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system's flush reports the write errors since it was opened: opened only for the flush, it would miss
+    one the kernel met writing a file of the batch early, which an fsync of that file would have reported."""
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here")
+    events: list[tuple[str, object]] = []
+    real_open, real_mkstemp, real_flush = os.open, store_module.tempfile.mkstemp, store_module.flush_file_system
+
+    def opened(path, flags, *args):  # type: ignore[no-untyped-def]
+        fd = real_open(path, flags, *args)
+        if flags & getattr(os, "O_DIRECTORY", 0):
+            events.append(("open folder", fd))
+        return fd
+
+    def mkstemp(*args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append(("write", kwargs.get("dir")))
+        return real_mkstemp(*args, **kwargs)
+
+    def flush(fd: int, folder: Path) -> None:
+        events.append(("flush", fd))
+        real_flush(fd, folder)
+
+    monkeypatch.setattr(os, "open", opened)
+    monkeypatch.setattr(store_module.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(store_module, "flush_file_system", flush)
+    store_module.atomic_write_all([(tmp_path / "a" / "one", b"1"), (tmp_path / "b" / "two", b"2")])
+    monkeypatch.undo()
+    kinds = [kind for kind, _ in events]
+    assert kinds.index("open folder") < kinds.index("write") and kinds.count("flush") == 1, events
+    assert ("flush", events[kinds.index("open folder")][1]) in events  # the folder opened first is the one flushed
+    assert (tmp_path / "a" / "one").read_bytes() == b"1" and (tmp_path / "b" / "two").read_bytes() == b"2"
+
+
+def test_without_syncfs_each_file_is_fsynced_as_it_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store_module, "_syncfs", lambda: None)
+    monkeypatch.setattr(store_module, "flush_file_system", lambda fd, folder: pytest.fail("no syncfs to call"))
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    store_module.atomic_write_all([(tmp_path / f"f{i}", b"x") for i in range(5)])
+    monkeypatch.undo()
+    assert len(synced) == 5 and all((tmp_path / f"f{i}").read_bytes() == b"x" for i in range(5))

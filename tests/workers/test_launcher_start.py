@@ -551,3 +551,43 @@ def test_json_nested_too_deep_is_a_value_error_and_no_start_fails_on_one(tmp_pat
     proc = _start(d, ["true"], {"prompt.md": b"x"})
     assert proc.returncode == 0 and "reap_error" not in proc.stdout.decode(), proc.stdout[-500:]
     d.started(proc)
+
+
+def _forget_request(tmp_path: Path) -> tuple[dict, Path]:
+    fleet = tmp_path / ".fleet"
+    earlier = Path(launcher.delivery_dir(str(fleet), "a" * 24))
+    (earlier / "sub").mkdir(parents=True)
+    (earlier / "sub" / "bundle").write_bytes(b"x" * 100)
+    return {"verb": "run", "fleet": str(fleet), "token": "b" * 24, "forget": [str(earlier)],
+            "prepare": {"root": str(tmp_path / "attempt")}}, earlier
+
+
+def test_a_run_whose_start_lock_cannot_be_had_still_removes_what_it_was_told_to_forget(tmp_path: Path) -> None:
+    req, earlier = _forget_request(tmp_path)
+    (tmp_path / ".fleet" / "locks").write_text("")  # not a folder: the start lock cannot be made
+    assert launcher.serve(req) == 127
+    assert not earlier.exists()
+
+
+@pytest.mark.parametrize("nearly_full", [True, False])
+def test_a_run_removes_earlier_deliveries_before_its_start_only_on_a_nearly_full_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nearly_full: bool) -> None:
+    req, earlier = _forget_request(tmp_path)
+    seen: list[bool] = []
+
+    def prepare(req: dict, prep: dict) -> dict:
+        seen.append(earlier.exists())
+        return {"prepare_error": "stop here"}
+
+    monkeypatch.setattr(launcher, "_disk_nearly_full", lambda fleet: nearly_full)
+    monkeypatch.setattr(launcher, "_prepare", prepare)
+    assert launcher.serve(req) == 127
+    # Their space may be what the start needs on a nearly full disk; elsewhere they go after the supervisor's fork.
+    assert seen == [not nearly_full] and not earlier.exists()
+
+
+def test_a_disk_with_room_is_not_nearly_full(tmp_path: Path) -> None:
+    st = os.statvfs(tmp_path)
+    assert launcher._disk_nearly_full(str(tmp_path)) == (st.f_bavail * st.f_frsize < launcher.NEARLY_FULL_BYTES)
+    # A host's first start: its .fleet is not made yet, and the folder above it tells.
+    assert launcher._disk_nearly_full(str(tmp_path / ".fleet")) == launcher._disk_nearly_full(str(tmp_path))

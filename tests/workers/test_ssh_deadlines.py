@@ -58,3 +58,23 @@ def test_progress_moves_a_deadline_and_an_earlier_one_is_not_held_up_by_a_later_
             while "moving" not in fired and time.monotonic() - started < 10:
                 time.sleep(0.01)
         assert fired[:1] == ["soon"] and "moving" in fired and "late" not in fired
+
+
+def test_a_deadline_fires_when_no_thread_can_be_started_for_it_and_the_watch_goes_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    real_start = threading.Thread.start
+    refused: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "ssh-deadline-expired" and not refused:
+            refused.append(self.name)
+            raise RuntimeError("can't start new thread")  # the process at its limit of threads
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    fired: list[str] = []
+    for name in ("first", "second"):
+        with _Deadline(0.05, lambda name=name: fired.append(name)):
+            started = time.monotonic()
+            while name not in fired and time.monotonic() - started < 5:
+                time.sleep(0.01)
+    assert refused and fired == ["first", "second"]

@@ -106,7 +106,9 @@ class _Watchdog:
     def watch(self, deadline: "_Deadline") -> None:
         with self._cond:
             heapq.heappush(self._heap, (deadline.until, next(self._seq), deadline))
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
+                # The first deadline of this process, or the thread ended (it never returns; an error in it would
+                # otherwise leave every later deadline unwatched). Its failure to start fails this operation.
                 self._thread = threading.Thread(target=self._run, name="ssh-deadlines", daemon=True)
                 self._thread.start()
             elif self._heap[0][2] is deadline:
@@ -132,8 +134,12 @@ class _Watchdog:
                         continue
                     break
             # Outside the lock, and on a thread of its own: closing a connection may take a while, and must not hold
-            # up the other deadlines (nor their registration).
-            threading.Thread(target=deadline.fire, name="ssh-deadline-expired", daemon=True).start()
+            # up the other deadlines (nor their registration). A thread that cannot be started (the process is at
+            # its limit) does not end the watch: the deadline fires here instead.
+            try:
+                threading.Thread(target=deadline.fire, name="ssh-deadline-expired", daemon=True).start()
+            except RuntimeError:
+                deadline.fire()
 
 
 class _Deadline:
