@@ -114,14 +114,13 @@ class FileSystems:
     would report it. Call ``before_write(folder)`` before writing in ``folder``, then ``flush()``."""
 
     def __init__(self) -> None:
-        self._syncfs = _syncfs()
-        self.together = self._syncfs is not None
+        self.together = _syncfs() is not None
         """One flush covers the whole file system (``syncfs``); else each file must be fsynced as it is written."""
         self._held: dict[int, tuple[int, Path]] = {}  # st_dev -> (an open folder on it, that folder)
         self._last: Path | None = None
 
     def before_write(self, folder: Path) -> None:
-        if self._syncfs is None or folder == self._last:
+        if not self.together or folder == self._last:
             return
         try:
             fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -135,7 +134,7 @@ class FileSystems:
         self._last = folder
 
     def flush(self) -> None:
-        if self._syncfs is None:
+        if not self.together:
             os.sync()
             return
         for fd, folder in self._held.values():
@@ -801,9 +800,9 @@ class SweepWriter:
             except OSError:
                 pass
 
-    def _journal_attempt(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
+    def _journal_attempt(self, sweep: SweepRecord, cell_id: str, summary: AttemptSummary, durable: bool = True) -> None:
         self._sweep = sweep
-        self._append({"t": "attempt", "cell": cell_id, "summary": summary.model_dump(mode="json")})
+        self._append({"t": "attempt", "cell": cell_id, "summary": summary.model_dump(mode="json")}, durable)
 
     def set_status(self, sweep: SweepRecord, status: str) -> None:
         """The sweep's state (running, finished, interrupted), journaled; the index row follows."""
@@ -824,8 +823,7 @@ class SweepWriter:
         waits), not on the host's wait. Only a machine that goes down within those milliseconds loses it; then
         ``resume`` sends the attempt again under the same task id, and it is recorded once."""
         _upsert(sweep, cell_id, summary)
-        self._sweep = sweep
-        self._append({"t": "attempt", "cell": cell_id, "summary": summary.model_dump(mode="json")}, durable)
+        self._journal_attempt(sweep, cell_id, summary, durable)
 
     def sync_journal(self) -> None:
         """Flush to disk the journal lines written without a flush (``dispatched(durable=False)``); nothing to do

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from harness.catalog import Item
 from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
@@ -96,3 +98,17 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (FileNotFoundError, IndexError):
         return False
+
+
+def replace_failing_at(n: int) -> "tuple[Callable[[str, Path], None], list[Path]]":
+    """An ``os.replace`` for monkeypatching whose ``n``-th call fails as on a full disk (ENOSPC), and the targets it
+    was called with: a batch of renames that stops half-way."""
+    real, calls = os.replace, []
+
+    def replace(src: str, dst: Path) -> None:
+        calls.append(dst)
+        if len(calls) == n:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(src, dst)
+
+    return replace, calls

@@ -928,7 +928,9 @@ def run(req):
     # The earlier deliveries' folders are removed once the supervisor is forked, while it starts the agent on the
     # other core, not before the start (0.3 ms and more of it); but first where the host's disk is nearly full, since
     # their space may be what this start needs.
-    forgotten = _disk_nearly_full(req.get("fleet") or "") and _forget(req)
+    forget_first = _disk_nearly_full(req.get("fleet") or "")
+    if forget_first:
+        _forget(req)
     lock = None
     try:
         if req.get("prepare") is not None:
@@ -941,7 +943,7 @@ def run(req):
         if isinstance(lock, int):
             os.close(lock)  # the supervisor holds its own copy until its running entry is written
         # Only this process gets here (the supervisor ends with os._exit).
-        if not forgotten:
+        if not forget_first:
             _forget(req)
 
 
@@ -1779,7 +1781,6 @@ def _forget(req):
             _rmtree(path)
         except OSError:
             pass  # the weekly sweep of the reap takes it later
-    return True
 
 
 def serve(req):

@@ -18,7 +18,7 @@ from harness.errors import StoreError, UnsafeStoredPath
 from harness.records import Artifact, SweepRecord
 from harness.regrade import regrade
 from harness.store import Store, SweepWriter
-from tests.support import finished_result, synthetic_sweep
+from tests.support import finished_result, replace_failing_at, synthetic_sweep
 
 SWEEP = "20261201-000000-regrade"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v2" / "runs" / "20261201-214544-new" / "local"
@@ -200,13 +200,7 @@ def test_a_rename_the_disk_refuses_leaves_no_temporary_file_and_says_which_grade
         (folder := tmp_path / f"a{n}").mkdir()
         (folder / "grade.json").write_text("old")
         folders.append(folder)
-    real_replace, calls = os.replace, []
-
-    def replace(src: str, dst: Path) -> None:
-        calls.append(dst)
-        if len(calls) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_replace(src, dst)
+    replace, _ = replace_failing_at(3)
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(StoreError, match=f"cannot write {folders[2] / 'grade.json'}: No space left") as caught:

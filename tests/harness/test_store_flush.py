@@ -3,7 +3,6 @@ fails leaves nothing of the delivery behind."""
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import harness.store as store_module
 from harness.errors import StoreError
 from harness.records import Artifact, AttemptSummary
 from harness.store import Store
-from tests.support import finished_result, synthetic_sweep
+from tests.support import finished_result, replace_failing_at, synthetic_sweep
 
 
 def _recording(tmp_path: Path, artifacts: int):  # type: ignore[no-untyped-def]
@@ -67,13 +66,7 @@ def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
 def test_a_delivery_whose_write_fails_half_way_leaves_no_file_and_stays_dispatched(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, sweep, cell, result = _recording(tmp_path, artifacts=6)
-    real_replace, calls = os.replace, []
-
-    def replace(src: str, dst: Path) -> None:
-        calls.append(dst)
-        if len(calls) == 4:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_replace(src, dst)
+    replace, _ = replace_failing_at(4)
 
     with store.writer(sweep.id) as w:
         w.save_sweep(sweep)
