@@ -14,6 +14,7 @@ another process put in the file.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from queue import Empty
@@ -21,10 +22,13 @@ from time import monotonic
 from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES
+from kombu.transport import virtual
 from kombu.transport.sqlalchemy import Channel as _SQLAlchemyChannel
 from kombu.transport.sqlalchemy import Transport as _SQLAlchemyTransport
 
-__all__ = ["SCHEME", "POLLING_INTERVAL_S", "Channel", "Transport", "register"]
+__all__ = ["SCHEME", "POLLING_INTERVAL_S", "Channel", "QoS", "Transport", "register"]
+
+_log = logging.getLogger("fleet")
 
 SCHEME = "fleet-sqla"
 POLLING_INTERVAL_S = 0.1
@@ -39,7 +43,22 @@ _sends = [0]
 """How many messages this process put on a queue: a wait that saw the count unchanged sleeps until it changes."""
 
 
+class QoS(virtual.QoS):
+    def restore_unacked(self) -> list[Any]:
+        """Put the messages this worker took and had not finished back on their queues, and report none that could
+        not be: on a full disk (the queue's SQLite file is under the results directory) kombu would pickle them into
+        a file under /tmp and say so on stderr, after the coordinator's one line about the disk. Nothing is lost
+        without them: every attempt sent is in its sweep's journal as dispatched, and `fleet resume` sends it
+        again. The failures go to the fleet log."""
+        for exc, message in super().restore_unacked():
+            _log.info("the embedded queue could not take back task %s: %s",
+                      (message.headers or {}).get("id", message.delivery_tag), exc)
+        return []
+
+
 class Channel(_SQLAlchemyChannel):
+    QoS = QoS
+
     def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         super()._put(queue, payload, **kwargs)
         with _sent:

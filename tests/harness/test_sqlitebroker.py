@@ -3,6 +3,7 @@ once by a message put on a queue in the same process. A real kombu connection on
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -55,3 +56,38 @@ def test_a_message_put_in_this_process_wakes_the_wait_at_once(tmp_path: Path,
             took = time.monotonic() - t0
     assert got == [{"n": 1}, {"n": 2}] and not waiting.is_alive()
     assert took < 10, f"the message put in this process was taken after {took:.1f} s: the wait slept its interval out"
+
+
+def test_a_message_the_full_disk_cannot_take_back_is_not_dumped_on_stderr(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A worker stopping with a message it took and had not finished puts it back on the queue; when the queue's disk
+    is full that fails, and kombu pickled the message into a file under /tmp with an 'EMERGENCY DUMP STATE' error
+    on stderr, after the coordinator's one line about the disk. The sweep's journal holds the attempt as dispatched
+    (resume sends it again), so the failure goes to the fleet log only. A real full tmpfs under the queue file."""
+    from tests.integration.fleetkit import tmpfs
+
+    queue = Queue("q", Exchange("q"), "q")
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        sqlitebroker.register()
+        with Connection(f"{sqlitebroker.SCHEME}+sqlite:///{disk / 'queue.sqlite'}") as conn:
+            conn.Producer().publish({"n": 1}, exchange=queue.exchange, routing_key="q", declare=[queue],
+                                    headers={"id": "task-1"})
+            channel = conn.channel()
+            taken = queue.bind(channel).get(no_ack=False)  # taken, never acked
+            assert taken is not None and taken.payload == {"n": 1}
+            with open(disk / "filler", "wb") as filler:
+                with pytest.raises(OSError):
+                    while True:
+                        filler.write(b"\0" * 65536)
+                        filler.flush()
+            caplog.set_level(logging.INFO)
+            fleet_log = logging.getLogger("fleet")
+            fleet_log.addHandler(caplog.handler)  # heard even where a CLI test in this process stopped propagation
+            try:
+                channel.close()  # the worker's stop: kombu restores what it took
+            finally:
+                fleet_log.removeHandler(caplog.handler)
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not errors, [r.getMessage() for r in errors]
+    (said,) = {r.getMessage() for r in caplog.records if r.name == "fleet"}
+    assert said.startswith("the embedded queue could not take back task task-1: "), said
