@@ -45,10 +45,137 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 
 import errno
 import fcntl
-import os
-import stat
 import sys
 import time
+
+try:
+    import _stat as stat  # the C module under `stat`, built in: `stat` itself is a Python module to import
+except ImportError:
+    import stat  # type: ignore[no-redef]  # the same names
+
+
+class _Path(object):
+    """The functions of ``os.path`` the launcher uses, on ``posix`` alone, as ``posixpath`` has them. Any other name
+    is ``posixpath``'s (imported then, with ``os``)."""
+
+    def join(self, a, *parts):
+        sep = "/" if isinstance(a, str) else b"/"
+        path = a
+        for b in parts:
+            if b.startswith(sep):
+                path = b
+            elif not path or path.endswith(sep):
+                path += b
+            else:
+                path += sep + b
+        return path
+
+    def dirname(self, p):
+        sep = "/" if isinstance(p, str) else b"/"
+        head = p[:p.rfind(sep) + 1]
+        if head and head != sep * len(head):
+            head = head.rstrip(sep)
+        return head
+
+    def split(self, p):
+        sep = "/" if isinstance(p, str) else b"/"
+        i = p.rfind(sep) + 1
+        head, tail = p[:i], p[i:]
+        if head and head != sep * len(head):
+            head = head.rstrip(sep)
+        return head, tail
+
+    def basename(self, p):
+        return p[p.rfind("/" if isinstance(p, str) else b"/") + 1:]
+
+    def _stat(self, p, follow=True):
+        try:
+            return _posix.stat(p) if follow else _posix.lstat(p)
+        except (OSError, ValueError):
+            return None
+
+    def exists(self, p):
+        return self._stat(p) is not None
+
+    def lexists(self, p):
+        return self._stat(p, follow=False) is not None
+
+    def isdir(self, p):
+        st = self._stat(p)
+        return st is not None and stat.S_ISDIR(st.st_mode)
+
+    def getsize(self, p):
+        return _posix.stat(p).st_size
+
+    def getmtime(self, p):
+        return _posix.stat(p).st_mtime
+
+    def __getattr__(self, name):
+        import posixpath
+
+        return getattr(posixpath, name)
+
+
+class _Os(object):
+    """``os`` as the launcher uses it, on the built-in ``posix`` module: ``import os`` (with ``posixpath``, ``stat``
+    and ``_collections_abc``) was 1.2 ms of every start, the largest of its imports, before the agent. ``os`` gives
+    ``posix``'s own functions; the few names of ``os`` itself that the launcher uses are here, as ``os`` has them;
+    any other name (``execvpe``, where there is no ``posix_spawn``) is ``os``'s, imported then."""
+
+    devnull, defpath, pathsep, sep = "/dev/null", "/bin:/usr/bin", ":", "/"
+
+    def __init__(self):
+        self.path = _Path()
+        enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        # As os.environ decodes posix.environ (nothing here sets a variable).
+        self.environ = dict((k.decode(enc, errors), v.decode(enc, errors)) for k, v in _posix.environ.items())
+
+    def fsencode(self, name):
+        return name if isinstance(name, bytes) else name.encode(sys.getfilesystemencoding(),
+                                                                 sys.getfilesystemencodeerrors())
+
+    def fdopen(self, fd, mode="r"):
+        if not isinstance(fd, int):
+            raise TypeError("invalid fd type (%s, expected integer)" % type(fd))
+        return open(fd, mode)
+
+    def makedirs(self, name, mode=0o777, exist_ok=False):
+        # os.makedirs, step for step.
+        head, tail = self.path.split(name)
+        if not tail:
+            head, tail = self.path.split(head)
+        if head and tail and not self.path.exists(head):
+            try:
+                self.makedirs(head, exist_ok=exist_ok)
+            except FileExistsError:
+                pass  # made meanwhile by another process
+            if tail == ("." if isinstance(tail, str) else b"."):
+                return
+        try:
+            _posix.mkdir(name, mode)
+        except OSError:
+            # Not only EEXIST: the system may say EACCES or EROFS first of a folder that is there.
+            if not exist_ok or not self.path.isdir(name):
+                raise
+
+    def __getattr__(self, name):
+        try:
+            value = getattr(_posix, name)
+        except AttributeError:
+            import os
+
+            value = getattr(os, name)
+        setattr(self, name, value)  # looked up once
+        return value
+
+
+try:
+    import posix as _posix
+except ImportError:  # not POSIX: os itself
+    import os
+else:
+    # A process that has os already (the worker, which imports this module for its records) uses it.
+    os = sys.modules.get("os") or _Os()  # type: ignore[assignment]  # the same names, as far as used here
 
 # A launcher start is on the path of every attempt, so it imports only what is cheap: `signal` wraps the C module in
 # enums (5 ms a start), `json` and `subprocess` pull in `re` (9 and 14 ms), `shutil` 10 ms, `hashlib` loads OpenSSL
@@ -97,11 +224,12 @@ BOOT = ("import sys,marshal as M\n"
         "else:import zlib as Z;c=compile(Z.decompress(s),'fleet-launcher','exec',optimize=2);"
         "m['compiled']=Z.compress(M.dumps(c))\n"
         "g={'__name__':'fleet_launcher'};exec(c,g);r=g['serve'](m);sys.stdout.flush();sys.stderr.flush()\n"
-        "__import__('os')._exit(r or 0)")
+        "__import__('posix')._exit(r or 0)")
 """What the worker runs (``python3 -S -c BOOT VERB TOKEN``): the code and the request come on stdin, as
 ``boot_stdin`` writes them. Code compiled here is handed to ``serve`` (``compiled``), so that ``run`` can give it to
-the worker, for the next starts on this host. It ends with ``os._exit`` once its output is flushed: the interpreter's
-own teardown is time on the worker's wait, and the launcher has nothing to tear down."""
+the worker, for the next starts on this host. It ends with ``posix._exit`` (``os`` is not imported, see ``_Os``) once
+its output is flushed: the interpreter's own teardown is time on the worker's wait, and the launcher has nothing to
+tear down."""
 
 _COMPILED = {}  # type: dict
 
