@@ -102,7 +102,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         # default gives up after 20 tries; the coordinator would then wait for a result that never comes.
         backend_options["retry_policy"] = {"max_retries": outage + 5, "interval_start": 0, "interval_step": 0.5,
                                            "interval_max": 1}
-    previous_backend = app.conf.result_backend
+    previous_backend, previous_broker = app.conf.result_backend, app.conf.broker_url
     app.conf.update(
         broker_url=settings.celery_broker,
         result_backend=settings.celery_backend,
@@ -124,6 +124,13 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         # (Celery keeps it app-wide when it is thread-safe, else per thread: this thread's is dropped.)
         app._backend_cache = None
         vars(app._local).pop("backend", None)
+    if previous_broker != settings.celery_broker:
+        # The same for the broker: the app keeps the connection and producer pools of its first send, and an embedded
+        # sweep after a Redis one sent its attempts to Redis, where nobody consumed them (what Celery does after a fork).
+        app._pool = None
+        amqp = vars(app).get("amqp")
+        if amqp is not None:
+            amqp._producer_pool = None
     _settings = settings
     return app
 
