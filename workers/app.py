@@ -53,6 +53,9 @@ def route(name: str, args: tuple, kwargs: dict, options: dict, task=None, **kw) 
 
 
 app = Celery("fleet", include=["workers.tasks"])
+# Celery's Redis result backend, each state of a task stored in one round trip instead of two (workers/resultbackend.py).
+app.loader.override_backends = {**app.loader.override_backends, "redis": "workers.resultbackend:RedisBackend",
+                                "rediss": "workers.resultbackend:RedisBackend"}
 # Pool threads resolve a task's app through the default app: make it ours, or they see no backend.
 app.set_default()
 app.conf.update(

@@ -1,0 +1,107 @@
+"""The Redis result backend (workers/resultbackend.py) on a real redis-server: each state of a task is stored in one
+command (Celery's own: a GET, then a SETEX and a PUBLISH), a SUCCESS stored is never overwritten, the expiries are
+Celery's, and the coordinator's wake-up still hears each state on the task's channel."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from celery import Celery
+from celery.app.backends import by_url
+
+from workers.app import app as fleet_app
+from workers.resultbackend import RedisBackend
+
+pytestmark = pytest.mark.integration
+
+
+def _backend(url: str, **conf: object) -> RedisBackend:
+    app = Celery("result-backend-test", set_as_current=False)
+    settings: dict[str, object] = {"result_serializer": "json", "accept_content": ["json"],
+                                   "result_accept_content": ["json"], "result_expires": 3600,
+                                   "result_failure_expires": 60}
+    app.conf.update({**settings, **conf})
+    return RedisBackend(app=app, url=url)
+
+
+def _round_trips(backend: RedisBackend, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of what the backend's client sends to Redis: one send per round trip (a pipeline is one too)."""
+    sent = [0]
+    connection_class = backend.client.connection_pool.connection_class
+    real = connection_class.send_packed_command
+
+    def counted(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        sent[0] += 1
+        return real(self, command, check_health)
+
+    monkeypatch.setattr(connection_class, "send_packed_command", counted)
+    return sent
+
+
+def test_the_fleet_app_stores_results_with_this_backend() -> None:
+    for url in ("redis://127.0.0.1:6379/0", "rediss://127.0.0.1:6380/0"):
+        assert by_url(url, fleet_app.loader)[0] is RedisBackend
+
+
+def test_a_state_is_one_round_trip_and_a_success_is_never_overwritten(redis_server,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _backend(redis_server.url)
+    client = redis.Redis.from_url(redis_server.url)
+    task = f"t-{uuid.uuid4().hex}"
+    key = backend.get_key_for_task(task)
+    backend.store_result(f"warm-{task}", None, "STARTED")  # the connection made and the script loaded once
+    sent = _round_trips(backend, monkeypatch)
+    backend.store_result(task, {"pid": 1, "hostname": "w"}, "STARTED")
+    backend.store_result(task, {"answer": 42}, "SUCCESS")
+    assert sent[0] == 2  # one each; Celery's own: a GET, then a SETEX and a PUBLISH pipelined
+    assert 3500 < client.ttl(key) <= 3600
+    for late in ("STARTED", "FAILURE", "RETRY"):
+        backend.store_result(task, {"late": late}, late)  # a redelivered copy of the task, on another worker
+        stored = backend.decode_result(client.get(key))
+        assert (stored["status"], stored["result"]) == ("SUCCESS", {"answer": 42})
+    failed = f"f-{uuid.uuid4().hex}"
+    backend.store_result(failed, {"exc_type": "ValueError", "exc_message": ["no"], "exc_module": "builtins"}, "FAILURE")
+    assert 0 < client.ttl(backend.get_key_for_task(failed)) <= 60  # result_failure_expires
+
+
+def test_what_is_not_json_is_overwritten_and_no_expiry_is_kept_for_ever(redis_server) -> None:
+    backend = _backend(redis_server.url, result_expires=None)
+    client = redis.Redis.from_url(redis_server.url)
+    task = f"t-{uuid.uuid4().hex}"
+    key = backend.get_key_for_task(task)
+    client.set(key, b"\x80 not json")
+    backend.store_result(task, 7, "SUCCESS")
+    assert backend.decode_result(client.get(key))["result"] == 7
+    assert client.ttl(key) == -1
+
+
+def test_each_state_is_published_on_the_tasks_channel(redis_server) -> None:
+    """The coordinator learns of a result by the message on the task's key (harness/wakeup.py)."""
+    backend = _backend(redis_server.url)
+    client = redis.Redis.from_url(redis_server.url)
+    task = f"t-{uuid.uuid4().hex}"
+    key = backend.get_key_for_task(task)
+    sub = client.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(key)
+    sub.get_message(timeout=1)
+    backend.store_result(task, None, "STARTED")
+    backend.store_result(task, {"answer": 42}, "SUCCESS")
+    backend.store_result(task, None, "STARTED")  # not stored: not published either
+    heard = []
+    while (message := sub.get_message(timeout=1)) is not None:
+        heard.append(backend.decode_result(message["data"])["status"])
+    assert heard == ["STARTED", "SUCCESS"]
+    sub.close()
+
+
+def test_another_serializer_takes_celerys_own_path(redis_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _backend(redis_server.url, result_serializer="pickle", accept_content=["pickle", "json"],
+                       result_accept_content=["pickle", "json"])
+    task = f"t-{uuid.uuid4().hex}"
+    backend.store_result(f"warm-{task}", None, "STARTED")
+    sent = _round_trips(backend, monkeypatch)
+    backend.store_result(task, {1, 2}, "SUCCESS")
+    assert sent[0] == 2  # Celery's GET, then its pipeline
+    assert backend.get_task_meta(task)["result"] == {1, 2}
