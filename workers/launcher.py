@@ -58,19 +58,24 @@ class _Path(object):
     """The functions of ``os.path`` the launcher uses, on ``posix`` alone, as ``posixpath`` has them. Any other name
     is ``posixpath``'s (imported then, with ``os``)."""
 
+    # Each takes what os.fspath takes (str, bytes, a path object) and refuses anything else with TypeError, as
+    # posixpath does.
     def join(self, a, *parts):
+        a = _posix.fspath(a)
         sep = "/" if isinstance(a, str) else b"/"
         path = a
-        for b in parts:
-            if b.startswith(sep):
+        for b in map(_posix.fspath, parts):
+            # str with str, bytes with bytes; a mix raises TypeError here, as in posixpath.
+            if b.startswith(sep):  # type: ignore[arg-type]
                 path = b
             elif not path or path.endswith(sep):
                 path += b
             else:
-                path += sep + b
+                path += sep + b  # type: ignore[operator]
         return path
 
     def dirname(self, p):
+        p = _posix.fspath(p)
         sep = "/" if isinstance(p, str) else b"/"
         head = p[:p.rfind(sep) + 1]
         if head and head != sep * len(head):
@@ -78,6 +83,7 @@ class _Path(object):
         return head
 
     def split(self, p):
+        p = _posix.fspath(p)
         sep = "/" if isinstance(p, str) else b"/"
         i = p.rfind(sep) + 1
         head, tail = p[:i], p[i:]
@@ -86,6 +92,7 @@ class _Path(object):
         return head, tail
 
     def basename(self, p):
+        p = _posix.fspath(p)
         return p[p.rfind("/" if isinstance(p, str) else b"/") + 1:]
 
     def _stat(self, p, follow=True):
@@ -131,6 +138,7 @@ class _Os(object):
         self.environ = dict((k.decode(enc, errors), v.decode(enc, errors)) for k, v in _posix.environ.items())
 
     def fsencode(self, name):
+        name = _posix.fspath(name)
         return name if isinstance(name, bytes) else name.encode(sys.getfilesystemencoding(),
                                                                  sys.getfilesystemencodeerrors())
 

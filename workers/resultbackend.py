@@ -8,8 +8,9 @@ are one Lua script: one round trip each, and the check and the write are one ato
 a window in which another worker's result can come between them).
 
 Only JSON results without compression are stored so (the script reads the stored state with cjson): the harness's
-own configuration (workers/app.py). Any other falls back to Celery's own path. Redis 2.6+ (Lua, cjson); the harness
-asks for 3.2+ already (docs/settings.md).
+own configuration (workers/app.py). Any other falls back to Celery's own path, and so does a store over a stored state
+the script does not read (see STORE_UNLESS_SUCCESS). Redis 2.6+ (Lua, cjson); the harness asks for 3.2+ already
+(docs/settings.md).
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ from celery.backends.redis import RedisBackend as _CeleryRedisBackend
 from celery.exceptions import BackendStoreError
 from kombu.utils.encoding import bytes_to_str
 
-__all__ = ["RedisBackend", "STORE_UNLESS_SUCCESS"]
+__all__ = ["READ_AT_MOST", "RedisBackend", "STORE_UNLESS_SUCCESS"]
 
 STORE_UNLESS_SUCCESS = """
 local stored = redis.call('GET', KEYS[1])
 if stored then
+  if string.len(stored) > tonumber(ARGV[3]) then
+    return -1
+  end
   local ok, meta = pcall(cjson.decode, stored)
-  if ok and type(meta) == 'table' and meta['status'] == 'SUCCESS' then
+  if not ok or type(meta) ~= 'table' or type(meta['status']) ~= 'string' then
+    return -1
+  end
+  if meta['status'] == 'SUCCESS' then
     return 0
   end
 end
@@ -40,9 +47,16 @@ end
 redis.call('PUBLISH', KEYS[1], ARGV[1])
 return 1
 """
-"""KEYS[1] the task's key, ARGV[1] its new meta (JSON), ARGV[2] the expiry in seconds (0: none). Stores and
-publishes the meta unless the state stored is SUCCESS (what Celery's _store_result checks, in one step); 1 if
-stored, 0 if not. A stored value that is not JSON is overwritten (Celery's own path would fail to decode it)."""
+"""KEYS[1] the task's key, ARGV[1] its new meta (JSON), ARGV[2] the expiry in seconds (0: none), ARGV[3] the largest
+stored value the script reads. Stores and publishes the meta unless the state stored is SUCCESS (what Celery's
+_store_result checks, in one step): 1 if stored, 0 if not. -1, and nothing written, when the stored value is one the
+script does not read: larger than ARGV[3] (decoding it would hold Redis, which serves no one else meanwhile), or not
+a task's JSON meta (compressed by a worker with result_compression, or anything else): Celery's own path decides
+then, as it always did."""
+
+READ_AT_MOST = 256 * 1024
+"""The largest stored state the script decodes (a few milliseconds of Redis's time). A late store over a larger one (a
+result, stored already, of a task delivered again) takes Celery's path, which decodes it here."""
 
 
 class RedisBackend(_CeleryRedisBackend):
@@ -60,7 +74,9 @@ class RedisBackend(_CeleryRedisBackend):
         if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             raise BackendStoreError("value too large for Redis backend", state=state, task_id=task_id)
         expires = self.failure_expires if state == states.FAILURE else self.expires
-        self.ensure(self._store_unless_success, (self.get_key_for_task(task_id), value, int(expires or 0)))
+        key = self.get_key_for_task(task_id)
+        if self.ensure(self._store_unless_success, (key, value, int(expires or 0))) < 0:
+            return super()._store_result(task_id, result, state, traceback=traceback, request=request, **kwargs)
         return result
 
     def _store_unless_success(self, key: bytes | str, value: str | bytes, expires: int) -> int:
@@ -68,4 +84,4 @@ class RedisBackend(_CeleryRedisBackend):
             # Registered once per backend: redis-py sends EVALSHA, and the script itself when Redis does not know it
             # (a restarted server).
             self._store_script = self.client.register_script(STORE_UNLESS_SUCCESS)
-        return int(self._store_script(keys=[key], args=[value, expires]))
+        return int(self._store_script(keys=[key], args=[value, expires, READ_AT_MOST]))

@@ -66,15 +66,44 @@ def test_a_state_is_one_round_trip_and_a_success_is_never_overwritten(redis_serv
     assert 0 < client.ttl(backend.get_key_for_task(failed)) <= 60  # result_failure_expires
 
 
-def test_what_is_not_json_is_overwritten_and_no_expiry_is_kept_for_ever(redis_server) -> None:
+def test_no_expiry_is_kept_for_ever(redis_server) -> None:
     backend = _backend(redis_server.url, result_expires=None)
     client = redis.Redis.from_url(redis_server.url)
     task = f"t-{uuid.uuid4().hex}"
-    key = backend.get_key_for_task(task)
-    client.set(key, b"\x80 not json")
     backend.store_result(task, 7, "SUCCESS")
-    assert backend.decode_result(client.get(key))["result"] == 7
-    assert client.ttl(key) == -1
+    assert backend.decode_result(client.get(backend.get_key_for_task(task)))["result"] == 7
+    assert client.ttl(backend.get_key_for_task(task)) == -1
+
+
+def test_a_stored_state_the_script_does_not_read_is_left_to_celerys_own_path(redis_server,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SUCCESS stored compressed (a worker with result_compression), or one too large to decode inside Redis, is not
+    overwritten by a late state: the script writes nothing and Celery's own check decides. What neither can read
+    fails as Celery's own path always did."""
+    from kombu.exceptions import DecodeError
+
+    from workers.resultbackend import READ_AT_MOST
+
+    client = redis.Redis.from_url(redis_server.url)
+    compressing = _backend(redis_server.url, result_compression="zlib")
+    backend = _backend(redis_server.url)
+    packed = f"t-{uuid.uuid4().hex}"
+    compressing.store_result(packed, {"answer": 42}, "SUCCESS")
+    backend.store_result(packed, None, "STARTED")
+    assert backend.get_task_meta(packed)["status"] == "SUCCESS"
+    large = f"t-{uuid.uuid4().hex}"
+    backend.store_result(large, "x" * (READ_AT_MOST + 1), "SUCCESS")
+    sent = _round_trips(backend, monkeypatch)
+    backend.store_result(large, None, "STARTED")
+    assert sent[0] == 2  # the script, which read and wrote nothing, then Celery's GET, which finds the SUCCESS
+    stored = backend.decode_result(client.get(backend.get_key_for_task(large)))
+    assert stored["status"] == "SUCCESS" and len(stored["result"]) == READ_AT_MOST + 1
+    for junk in (b"\x80 not json", b"[1, 2]", b'{"result": 1}'):
+        task = f"t-{uuid.uuid4().hex}"
+        client.set(backend.get_key_for_task(task), junk)
+        with pytest.raises((DecodeError, TypeError, KeyError)):
+            backend.store_result(task, 7, "SUCCESS")
+        assert client.get(backend.get_key_for_task(task)) == junk
 
 
 def test_each_state_is_published_on_the_tasks_channel(redis_server) -> None:

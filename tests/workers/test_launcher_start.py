@@ -623,6 +623,20 @@ def test_the_launchers_os_does_what_os_does(tmp_path: Path) -> None:
     assert shim.path.getsize(str(tmp_path / "file")) == 5
     assert shim.path.getmtime(str(tmp_path / "file")) == os.path.getmtime(tmp_path / "file")
     assert shim.path.normpath("a//b/../c") == "a/c"  # any other name is posixpath's
+    for f in ("dirname", "basename", "split"):
+        assert getattr(shim.path, f)(tmp_path / "a" / "b") == getattr(posixpath, f)(tmp_path / "a" / "b")
+        for wrong in (None, 3):
+            with pytest.raises(TypeError):
+                getattr(shim.path, f)(wrong)
+    assert shim.path.join(tmp_path, Path("x")) == posixpath.join(tmp_path, Path("x"))
+    for args in ((None,), ("a", None), ("a", 3), ("a", b"b"), (b"a", "b")):
+        with pytest.raises(TypeError):
+            shim.path.join(*args)
+        with pytest.raises(TypeError):
+            posixpath.join(*args)
+    with pytest.raises(TypeError):
+        shim.fsencode(None)
+    assert shim.fsencode(Path("caf\u00e9")) == os.fsencode(Path("caf\u00e9"))
     assert (shim.devnull, shim.defpath, shim.pathsep, shim.sep) == (os.devnull, os.defpath, os.pathsep, os.sep)
     assert shim.environ == dict(os.environ)
     assert shim.fsencode("caf\u00e9\udcff") == os.fsencode("caf\u00e9\udcff") and shim.fsencode(b"x") == b"x"
