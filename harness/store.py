@@ -167,19 +167,31 @@ def _open_own(path: Path, flags: int, mode: str) -> BinaryIO:
     return cast(BinaryIO, os.fdopen(fd, mode + "b"))
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay writable.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
-    except OSError as exc:
-        raise StoreError(f"cannot write {path}: {exc}") from exc
+def _temp_beside(path: Path, data: bytes, fsync: bool) -> str:
+    """``data`` written (and fsynced if ``fsync``) to a new temporary file in ``path``'s folder, which exists; its
+    name. Nothing is left behind when it fails."""
+    # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay writable.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_beside(path, data, fsync=True)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc}") from exc
+    try:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -209,15 +221,7 @@ def atomic_write_all(files: "list[tuple[Path, bytes]]", written: "list[Path] | N
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     systems.before_write(path.parent)
-                    # A short temporary name, not ".NAME.XXXX.tmp": a NAME of up to 255 bytes (legal) must stay
-                    # writable.
-                    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-", suffix=".tmp")
-                    temps.append((tmp, path))
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(data)
-                        f.flush()
-                        if fsync_each:
-                            os.fsync(f.fileno())
+                    temps.append((_temp_beside(path, data, fsync_each), path))
                 except OSError as exc:
                     raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
             if not fsync_each:

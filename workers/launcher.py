@@ -75,12 +75,7 @@ class _Path(object):
         return path
 
     def dirname(self, p):
-        p = _posix.fspath(p)
-        sep = "/" if isinstance(p, str) else b"/"
-        head = p[:p.rfind(sep) + 1]
-        if head and head != sep * len(head):
-            head = head.rstrip(sep)
-        return head
+        return self.split(p)[0]
 
     def split(self, p):
         p = _posix.fspath(p)

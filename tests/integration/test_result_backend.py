@@ -134,3 +134,27 @@ def test_another_serializer_takes_celerys_own_path(redis_server, monkeypatch: py
     backend.store_result(task, {1, 2}, "SUCCESS")
     assert sent[0] == 2  # Celery's GET, then its pipeline
     assert backend.get_task_meta(task)["result"] == {1, 2}
+
+
+def test_a_restarted_redis_that_lost_the_script_still_stores(tmp_path) -> None:
+    """Redis restarted (its script cache empty, its data back from the append-only file): the next store sends the
+    script again instead of failing on NOSCRIPT, and a SUCCESS stored before the restart is still never
+    overwritten."""
+    from tests.integration.fleetkit import RedisServer
+
+    server = RedisServer(tmp_path / "redis", persistent=True)
+    server.start()
+    try:
+        backend = _backend(server.url)
+        done, task = f"d-{uuid.uuid4().hex}", f"t-{uuid.uuid4().hex}"
+        backend.store_result(done, {"answer": 42}, "SUCCESS")
+        server.kill()
+        server.start()
+        client = redis.Redis.from_url(server.url)
+        assert client.script_exists(backend._store_script.sha) == [False]
+        backend.store_result(task, None, "STARTED")
+        backend.store_result(done, None, "STARTED")
+        assert backend.decode_result(client.get(backend.get_key_for_task(task)))["status"] == "STARTED"
+        assert backend.decode_result(client.get(backend.get_key_for_task(done)))["status"] == "SUCCESS"
+    finally:
+        server.stop()

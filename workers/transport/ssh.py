@@ -116,23 +116,7 @@ class _Watchdog:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while True:
-                    while self._heap and self._heap[0][2].done:
-                        heapq.heappop(self._heap)
-                    if not self._heap:
-                        self._cond.wait()
-                        continue
-                    until, _, deadline = self._heap[0]
-                    now = time.monotonic()
-                    if until > now:
-                        self._cond.wait(until - now)
-                        continue
-                    heapq.heappop(self._heap)
-                    if deadline.until > now:  # it made progress since: watched again at its new time
-                        heapq.heappush(self._heap, (deadline.until, next(self._seq), deadline))
-                        continue
-                    break
+            deadline = self._next_due()
             # Outside the lock, and on a thread of its own: closing a connection may take a while, and must not hold
             # up the other deadlines (nor their registration). A thread that cannot be started (the process is at
             # its limit) does not end the watch: the deadline fires here instead.
@@ -140,6 +124,26 @@ class _Watchdog:
                 threading.Thread(target=deadline.fire, name="ssh-deadline-expired", daemon=True).start()
             except RuntimeError:
                 deadline.fire()
+
+    def _next_due(self) -> "_Deadline":
+        """Wait for the next deadline that passed without progress, and take it off the heap."""
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                until, _, deadline = self._heap[0]
+                now = time.monotonic()
+                if until > now:
+                    self._cond.wait(until - now)
+                    continue
+                heapq.heappop(self._heap)
+                if deadline.until <= now:
+                    return deadline
+                # It made progress since: watched again at its new time.
+                heapq.heappush(self._heap, (deadline.until, next(self._seq), deadline))
 
 
 class _Deadline:
