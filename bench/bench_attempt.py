@@ -9,11 +9,12 @@ A real loopback sshd with a pinned key, an agent that does nothing (`true`), one
   same count of commands, Python starts (`python -S -c pass`, the cheapest a launcher could have) and SFTP operations
   done raw, with no harness work;
 * **through Celery**: `fleet sweep` on Redis with one `fleet worker`, N and 2N cells, three times each; the time per
-  attempt is the median time from one agent's start to the next one's (each attempt's meta.json), and, by whole
-  sweeps, (wall(2N) - wall(N)) / N, so what a sweep costs once (starting, planning, the report) is given apart
-  (wall(N) - N x per attempt);
-* **its floor**: the raw floor above plus one raw Celery round trip (a task that does nothing, the same Redis as
-  broker and result backend, a solo worker; `bench/_celery_noop.py`), median of 30.
+  attempt is the median time from one agent's end to the next one's on the host (each attempt's harness/exit.json,
+  written by its supervisor, to the microsecond), and, by whole sweeps, (wall(2N) - wall(N)) / N, so what a sweep
+  costs once (starting, planning, the report) is given apart (wall(N) - N x per attempt);
+* **its floor**, measured beside the sweeps (10 of each before every sweep, under the same load of the machine): the
+  raw floor above on a connection of its own, plus one raw Celery round trip (a task that does nothing, the same Redis
+  as broker and result backend, a solo worker; `bench/_celery_noop.py`).
 
 Run: .venv/bin/python bench/bench_attempt.py [--attempts 40] [--cells 20] [--json bench/results.json]
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import statistics
@@ -30,9 +32,8 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -136,7 +137,10 @@ def raw_floor(t: Transport, host: Host, ops: dict[str, int]) -> float:
     return time.perf_counter() - start
 
 
-def celery_round_trip(redis_url: str, tmp: Path, runs: int = 30) -> list[float]:
+@contextlib.contextmanager
+def noop_worker(redis_url: str, tmp: Path) -> Iterator[Callable[[int], list[float]]]:
+    """A solo Celery worker of ``bench/_celery_noop.py`` on ``redis_url`` (its own queue, beside the harness's): gives
+    a function that times N raw round trips (a task that does nothing, sent and its result read)."""
     env = {**os.environ, "BENCH_REDIS_URL": redis_url, "PYTHONPATH": str(REPO)}
     log = open(tmp / "noop-worker.log", "wb")
     worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "bench._celery_noop", "worker", "-P", "solo",
@@ -147,18 +151,26 @@ def celery_round_trip(redis_url: str, tmp: Path, runs: int = 30) -> list[float]:
         from bench._celery_noop import noop
 
         noop.delay().get(timeout=60)  # the worker is up, the connections are made
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            noop.delay().get(timeout=30)
-            times.append(time.perf_counter() - start)
-        return times
+
+        def round_trips(runs: int) -> list[float]:
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                noop.delay().get(timeout=30)
+                times.append(time.perf_counter() - start)
+            return times
+
+        yield round_trips
     finally:
         worker.terminate()
         worker.wait(20)
 
 
-def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) -> dict[str, float]:
+def through_celery(host_toml: str, host: Host, ops: dict[str, int], tmp: Path, redis: RedisServer, cells: int,
+                   round_trips: Callable[[int], list[float]], beside: int = 10) -> dict[str, Any]:
+    """Sweeps of N and 2N cells, three times each; before each, ``beside`` raw floors (the in-process attempt's
+    operations, raw, on a connection of their own) and raw Celery round trips, so the floor is measured beside the
+    sweeps it is compared with, under the same load of the machine."""
     namespace = f"bench{uuid.uuid4().hex[:6]}"
     inv = tmp / "celery-inv.toml"
     inv.write_text("schema_version = 1\n" + host_toml)
@@ -167,9 +179,15 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
     worker = Worker(tmp, redis.url, namespace, ["bench"], inv)
     walls: dict[int, list[float]] = {}
     cycles: list[float] = []
+    floors: list[float] = []
+    trips: list[float] = []
+    t = connect_for(host)
+    t.open()
     try:
         worker.wait_ready()
         for n, repeat in enumerate((1, 2, 1, 2, 1, 2)):
+            floors += [raw_floor(t, host, ops) for _ in range(beside)]
+            trips += round_trips(beside)
             runs = tmp / f"runs-{n}"
             start = time.perf_counter()
             r = subprocess.run(FLEET + ["sweep", "-i", str(inv), "--prompts", str(prompts), "--broker", redis.url,
@@ -182,19 +200,19 @@ def through_celery(host_toml: str, tmp: Path, redis: RedisServer, cells: int) ->
             if done != cells * repeat:
                 raise SystemExit(f"sweep --repeat {repeat}: {done} of {cells * repeat} cells finished")
             walls.setdefault(repeat, []).append(wall)
-            starts = sorted(_epoch(json.loads(m.read_text())["agent_started_at"])
-                            for m in runs.glob("*/*/*/*/*/attempt-*/meta.json"))
-            cycles += [b - a for a, b in zip(starts, starts[1:])]
+            # The host's own clock, to the microsecond: when each agent ended (its supervisor's signed exit record).
+            # meta.json's agent_started_at is to the millisecond, which made the median a whole number of ms.
+            ends = sorted(json.loads((m.parent / "harness" / "exit.json").read_text())["time"]
+                          for m in runs.glob("*/*/*/*/*/attempt-*/meta.json"))
+            cycles += [b - a for a, b in zip(ends, ends[1:])]
     finally:
+        t.close()
         worker.stop()
     one, two = min(walls[1]), min(walls[2])  # the best of three runs each: the machine's noise only adds
     per = (two - one) / cells
     return {"cells": cells, "wall_n_s": round(one, 2), "wall_2n_s": round(two, 2), "per_attempt_ms": round(per * 1000, 1),
-            "fixed_s": round(one - per * cells, 2), "cycle": _ms(cycles)}
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            "fixed_s": round(one - per * cells, 2), "cycle": _ms(cycles), "floor": _ms(floors),
+            "celery_round_trip": _ms(trips)}
 
 
 def main() -> int:
@@ -216,20 +234,22 @@ def main() -> int:
         inv.write_text("schema_version = 1\n" + host_toml)
         host = load_inventory(str(inv)).hosts["bench"]
         attempt, floor, per = in_process(host, args.attempts)
-        celery = celery_round_trip(redis.url, tmp)
-        sweep = through_celery(host_toml, tmp, redis, args.cells)
+        ops = {k: round(v) for k, v in per.items()}
+        with noop_worker(redis.url, tmp) as round_trips:
+            sweep = through_celery(host_toml, host, ops, tmp, redis, args.cells, round_trips)
     finally:
         redis.stop()
         ssh.stop()
-    a, f, c = _ms(attempt), _ms(floor), _ms(celery)
+    a, f = _ms(attempt), _ms(floor)
+    sf, c = sweep["floor"], sweep["celery_round_trip"]
     row = {
         "attempts": args.attempts,
         "attempt": a, "floor": f, "ratio": round(a["median_ms"] / f["median_ms"], 2),
         "per_attempt_ops": {k: round(v, 2) for k, v in sorted(per.items())},
         "celery_round_trip": c,
         "sweep": sweep,
-        "sweep_floor_ms": round(f["median_ms"] + c["median_ms"], 1),
-        "sweep_ratio": round(sweep["cycle"]["median_ms"] / (f["median_ms"] + c["median_ms"]), 2),
+        "sweep_floor_ms": round(sf["median_ms"] + c["median_ms"], 1),
+        "sweep_ratio": round(sweep["cycle"]["median_ms"] / (sf["median_ms"] + c["median_ms"]), 2),
         "load_average": os.getloadavg()[0],
         "measured_at": utc_now(),
     }
@@ -237,9 +257,9 @@ def main() -> int:
     print(f"\nattempt over SSH, in process: median {a['median_ms']} ms (p90 {a['p90_ms']}); floor {f['median_ms']} ms "
           f"(the same {', '.join(f'{v:g} {k}' for k, v in row['per_attempt_ops'].items())} raw): {row['ratio']}x")
     print(f"through Celery (Redis, one fleet worker): {sweep['cycle']['median_ms']} ms per attempt (median of one agent's "
-          f"start to the next's; {sweep['per_attempt_ms']} ms by whole sweeps of N and 2N cells), {sweep['fixed_s']} s once "
-          f"per sweep; floor {row['sweep_floor_ms']} ms (raw + a Celery round trip of {c['median_ms']} ms): "
-          f"{row['sweep_ratio']}x")
+          f"end to the next's on the host; {sweep['per_attempt_ms']} ms by whole sweeps of N and 2N cells), "
+          f"{sweep['fixed_s']} s once per sweep; floor {row['sweep_floor_ms']} ms (raw {sf['median_ms']} ms + a Celery "
+          f"round trip of {c['median_ms']} ms, both measured beside the sweeps): {row['sweep_ratio']}x")
     record(args.json_path, "attempt_ssh", row)
     return 0
 
