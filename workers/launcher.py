@@ -1112,8 +1112,6 @@ def _run(req, lock):
         os.mkfifo(os.path.join(here, WAKE), 0o600)
     except (OSError, AttributeError):
         pass  # a file system without FIFOs: the worker's polls look at intervals instead
-    if prepared is not None:
-        _say({"prepared": prepared})
     subreaper = _subreaper_call()
     # Out before the fork: the supervisor must have none of these lines in its copy of the buffer.
     sys.stdout.flush()
@@ -1121,7 +1119,7 @@ def _run(req, lock):
     if pid == 0:  # the supervisor
         code = 1
         try:
-            code = _supervise(req, here, lock, subreaper)
+            code = _supervise(req, here, lock, subreaper, prepared)
         except BaseException as exc:  # noqa - one line, never a traceback: on the channel (the worker shows it with
             # its start error) before the supervisor answered, in launcher.log after
             try:
@@ -1165,9 +1163,9 @@ def _child_waker():
     return nap
 
 
-def _supervise(req, here, lock, set_subreaper=None):
+def _supervise(req, here, lock, set_subreaper=None, prepared=None):
     """The supervisor: it starts the agent, answers the worker on the channel (``_run``), and supervises the agent to
-    its end."""
+    its end. ``prepared``: the start's facts (``_prepare``), which go on its answer's line."""
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
     os.setsid()  # leave the SSH session: a closed channel does not end the run
@@ -1195,6 +1193,10 @@ def _supervise(req, here, lock, set_subreaper=None):
         # The answer line, on the channel this process still holds (the foreground process wrote its lines before the
         # fork); then its output goes to launcher.log, and the worker's command ends. The start lock's copy goes with
         # it: the running entry is written.
+        if prepared is not None:
+            # On the answer's line, not a line of its own before the fork: one write to the channel, which sshd
+            # forwards and the worker reads once (a fifth of a millisecond of every start on this 2-core machine).
+            obj = dict(obj, prepared=prepared)
         line = (dumps(obj) + "\n").encode()
         try:
             while line:

@@ -409,6 +409,20 @@ def test_the_start_ends_an_earlier_delivery_then_makes_the_folder_afresh_and_say
     assert (again.base / "workspace" / "seen.txt").read_bytes() == "rename é photos".encode()
 
 
+def test_the_start_answers_on_one_line_its_facts_beside_the_signed_start_record(tmp_path: Path) -> None:
+    """The facts of the start go on the supervisor's answer line: one write to the channel, not two. A start error
+    carries them too."""
+    d = delivery(tmp_path)
+    proc = _start(d, ["true"], {"prompt.md": b"p"})
+    (line,) = proc.stdout.decode().splitlines()
+    answer = json.loads(line)
+    assert set(answer) == {"started", "prepared"} and launcher.verify(d.key, answer["started"], d.token)
+    assert answer["prepared"]["python"] == platform.python_version()
+    failed = delivery(tmp_path, "a2")
+    (line,) = _start(failed, ["./no-such-program"], {"prompt.md": b"p"}).stdout.decode().splitlines()
+    assert set(json.loads(line)) == {"start_error", "prepared"}
+
+
 def test_a_start_whose_agent_is_not_there_says_so_and_touches_nothing(tmp_path: Path) -> None:
     ident = {"host": "h", "sweep_id": "s", "sweep_uid": "u", "cell": "c1", "attempt": 1, "slot": None}
     first = delivery(tmp_path, "a1", **ident)
