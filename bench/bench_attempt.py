@@ -12,8 +12,9 @@ A real loopback sshd with a pinned key, an agent that does nothing (`true`), one
   attempt is the median time from one agent's end to the next one's on the host (each attempt's harness/exit.json,
   written by its supervisor, to the microsecond), and, by whole sweeps, (wall(2N) - wall(N)) / N, so what a sweep
   costs once (starting, planning, the report) is given apart (wall(N) - N x per attempt);
-* **its floor**, measured beside the sweeps (10 of each before every sweep, under the same load of the machine): the
-  raw floor above on a connection of its own, plus one raw Celery round trip (a task that does nothing, the same Redis
+* **its floor**, measured beside the sweeps (10 of each before every sweep, in the same minutes of the machine's load;
+  between sweeps, so without a coordinator recording beside it: a floor, not a twin): the raw floor above on a
+  connection of its own, plus one raw Celery round trip (a task that does nothing, the same Redis
   as broker and result backend, a solo worker; `bench/_celery_noop.py`).
 
 Run: .venv/bin/python bench/bench_attempt.py [--attempts 40] [--cells 20] [--json bench/results.json]
@@ -169,8 +170,8 @@ def noop_worker(redis_url: str, tmp: Path) -> Iterator[Callable[[int], list[floa
 def through_celery(host_toml: str, host: Host, ops: dict[str, int], tmp: Path, redis: RedisServer, cells: int,
                    round_trips: Callable[[int], list[float]], beside: int = 10) -> dict[str, Any]:
     """Sweeps of N and 2N cells, three times each; before each, ``beside`` raw floors (the in-process attempt's
-    operations, raw, on a connection of their own) and raw Celery round trips, so the floor is measured beside the
-    sweeps it is compared with, under the same load of the machine."""
+    operations, raw, on a connection of their own) and raw Celery round trips, so the floor is measured in the same
+    minutes as the sweeps it is compared with (between them: no coordinator runs beside it)."""
     namespace = f"bench{uuid.uuid4().hex[:6]}"
     inv = tmp / "celery-inv.toml"
     inv.write_text("schema_version = 1\n" + host_toml)
@@ -202,8 +203,8 @@ def through_celery(host_toml: str, host: Host, ops: dict[str, int], tmp: Path, r
             walls.setdefault(repeat, []).append(wall)
             # The host's own clock, to the microsecond: when each agent ended (its supervisor's signed exit record).
             # meta.json's agent_started_at is to the millisecond, which made the median a whole number of ms.
-            ends = sorted(json.loads((m.parent / "harness" / "exit.json").read_text())["time"]
-                          for m in runs.glob("*/*/*/*/*/attempt-*/meta.json"))
+            # An attempt with no exit record (a harness failure, retried) has no agent's end.
+            ends = sorted(json.loads(e.read_text())["time"] for e in runs.glob("*/*/*/*/*/attempt-*/harness/exit.json"))
             cycles += [b - a for a, b in zip(ends, ends[1:])]
     finally:
         t.close()
@@ -234,7 +235,7 @@ def main() -> int:
         inv.write_text("schema_version = 1\n" + host_toml)
         host = load_inventory(str(inv)).hosts["bench"]
         attempt, floor, per = in_process(host, args.attempts)
-        ops = {k: round(v) for k, v in per.items()}
+        ops = {k: int(v + 0.5) for k, v in per.items()}  # a typical attempt's counts (they are whole numbers today)
         with noop_worker(redis.url, tmp) as round_trips:
             sweep = through_celery(host_toml, host, ops, tmp, redis, args.cells, round_trips)
     finally:

@@ -1115,14 +1115,23 @@ def _run(req, lock):
     subreaper = _subreaper_call()
     # Out before the fork: the supervisor must have none of these lines in its copy of the buffer.
     sys.stdout.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # the host's process limit: an answer, not a traceback the worker would take for code
+        # that did not load here (and start again)
+        _say(_with_facts({"start_error": "cannot fork the supervisor: %s" % (exc.strerror or exc)}, prepared))
+        return 127
     if pid == 0:  # the supervisor
         code = 1
+        answered = []  # type: list
         try:
-            code = _supervise(req, here, lock, subreaper, prepared)
+            code = _supervise(req, here, lock, subreaper, prepared, answered)
         except BaseException as exc:  # noqa - one line, never a traceback: on the channel (the worker shows it with
             # its start error) before the supervisor answered, in launcher.log after
             try:
+                if not answered and prepared is not None:
+                    # The start's facts still reach the worker (they go on the answer, which never came).
+                    os.write(1, (dumps({"prepared": prepared}) + "\n").encode())
                 os.write(2, ("supervisor: %s: %s\n" % (type(exc).__name__, exc)).encode())
             except OSError:
                 pass
@@ -1163,9 +1172,15 @@ def _child_waker():
     return nap
 
 
-def _supervise(req, here, lock, set_subreaper=None, prepared=None):
+def _with_facts(answer, prepared):
+    """A start's answer with the start's facts (``_prepare``) on its line, when there are some."""
+    return answer if prepared is None else dict(answer, prepared=prepared)
+
+
+def _supervise(req, here, lock, set_subreaper=None, prepared=None, answered=None):
     """The supervisor: it starts the agent, answers the worker on the channel (``_run``), and supervises the agent to
-    its end. ``prepared``: the start's facts (``_prepare``), which go on its answer's line."""
+    its end. ``prepared``: the start's facts (``_prepare``), which go on its answer's line; ``answered`` gets an
+    item once the answer is written (a supervisor that fails before it still sends the facts, see ``_run``)."""
     key, token, marker = req["key"], req["token"], req["marker"]
     spec = req["spec"]
     os.setsid()  # leave the SSH session: a closed channel does not end the run
@@ -1193,11 +1208,11 @@ def _supervise(req, here, lock, set_subreaper=None, prepared=None):
         # The answer line, on the channel this process still holds (the foreground process wrote its lines before the
         # fork); then its output goes to launcher.log, and the worker's command ends. The start lock's copy goes with
         # it: the running entry is written.
-        if prepared is not None:
-            # On the answer's line, not a line of its own before the fork: one write to the channel, which sshd
-            # forwards and the worker reads once (a fifth of a millisecond of every start on this 2-core machine).
-            obj = dict(obj, prepared=prepared)
-        line = (dumps(obj) + "\n").encode()
+        # The facts on the answer's line, not a line of their own before the fork: one write to the channel, which
+        # sshd forwards and the worker reads once (a fifth of a millisecond of every start on this 2-core machine).
+        line = (dumps(_with_facts(obj, prepared)) + "\n").encode()
+        if answered is not None:
+            answered.append(True)
         try:
             while line:
                 line = line[os.write(1, line):]

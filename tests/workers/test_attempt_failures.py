@@ -116,7 +116,8 @@ def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[st
             t.files[f"{here}/exit.json"] = json.dumps(launcher.sign(r["key"], record)).encode()
             t.files[f"{here}/agent.stdout"] = out
             t.files.update({f"{root}/{rel}": data for rel, data in (leaves or {}).items()})
-        return json.dumps({"prepared": prepared}) + "\n" + json.dumps({"started": started}) + "\n"
+        # As the launcher answers: the start's facts on the supervisor's answer line.
+        return json.dumps({"started": started, "prepared": prepared}) + "\n"
 
     def pack(script: str, t: MemoryTransport) -> str:
         # What the launcher's pack leaves: the files the agent left beside the workspace, as outputs in the bundle.

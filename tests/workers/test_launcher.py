@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 from workers import launcher
 
@@ -421,6 +423,45 @@ def test_the_start_answers_on_one_line_its_facts_beside_the_signed_start_record(
     failed = delivery(tmp_path, "a2")
     (line,) = _start(failed, ["./no-such-program"], {"prompt.md": b"p"}).stdout.decode().splitlines()
     assert set(json.loads(line)) == {"start_error", "prepared"}
+
+
+def test_a_supervisor_that_fails_before_its_answer_still_sends_the_starts_facts(tmp_path: Path) -> None:
+    """The facts go on the supervisor's answer; one that fails before it (here its running entry cannot be written: a
+    folder is in its place) still sends them, on a line of their own, and says why on stderr."""
+    d = delivery(tmp_path)
+    (d.fleet / "running" / f"{d.token}.json").mkdir(parents=True)
+    proc = _start(d, ["true"], {"prompt.md": b"p"})
+    (line,) = proc.stdout.decode().splitlines()
+    assert set(json.loads(line)) == {"prepared"} and json.loads(line)["prepared"]["python"] == platform.python_version()
+    assert "supervisor: IsADirectoryError" in proc.stderr.decode()
+
+
+def test_a_start_whose_supervisor_cannot_be_forked_says_so_with_the_facts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fork that fails (the host's process limit) is a start error with the facts, not a traceback: the worker took
+    a start with no answer line for launcher code that did not load there, and started it again."""
+    ns: dict = {"__name__": "fleet_launcher"}
+    exec(compile(SOURCE, "fleet-launcher", "exec"), ns)  # the launcher's own code, its fork refused
+
+    class NoFork:
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def fork(self) -> int:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    ns["os"] = NoFork()
+    d = delivery(tmp_path)
+    prepare = {"root": str(d.base), "dirs": [str(d.base / "workspace")], "files": {str(d.base / "prompt.md"): b"p"},
+               "program": None, "path": None}
+    spec = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+    code = ns["serve"]({"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker,
+                        "spec": spec, "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "prepare": prepare})
+    sys.stdout.flush()
+    (line,) = capsys.readouterr().out.splitlines()
+    answer = json.loads(line)
+    assert code == 127 and answer["start_error"] == "cannot fork the supervisor: Resource temporarily unavailable"
+    assert answer["prepared"]["python"] == platform.python_version()
 
 
 def test_a_start_whose_agent_is_not_there_says_so_and_touches_nothing(tmp_path: Path) -> None:
