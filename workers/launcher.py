@@ -115,7 +115,9 @@ class _Path(object):
     def __getattr__(self, name):
         import posixpath
 
-        return getattr(posixpath, name)
+        value = getattr(posixpath, name)
+        setattr(self, name, value)  # looked up once, as _Os does
+        return value
 
 
 class _Os(object):

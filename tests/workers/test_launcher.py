@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -436,32 +437,52 @@ def test_a_supervisor_that_fails_before_its_answer_still_sends_the_starts_facts(
     assert "supervisor: IsADirectoryError" in proc.stderr.decode()
 
 
-def test_a_start_whose_supervisor_cannot_be_forked_says_so_with_the_facts(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A fork that fails (the host's process limit) is a start error with the facts, not a traceback: the worker took
-    a start with no answer line for launcher code that did not load there, and started it again."""
-    ns: dict = {"__name__": "fleet_launcher"}
-    exec(compile(SOURCE, "fleet-launcher", "exec"), ns)  # the launcher's own code, its fork refused
+def _python_for_nobody() -> str | None:
+    """An interpreter the unprivileged user ``nobody`` can run (this one may live under /root), or None."""
+    for python in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(python, os.X_OK) and subprocess.run(
+                [python, "-S", "-c", "pass"], user="nobody", capture_output=True).returncode == 0:
+            return python
+    return None
 
-    class NoFork:
-        def __getattr__(self, name: str) -> object:
-            return getattr(os, name)
 
-        def fork(self) -> int:
-            raise BlockingIOError(11, "Resource temporarily unavailable")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start the launcher as nobody with a process limit")
+def test_a_start_whose_supervisor_cannot_be_forked_says_so_with_the_facts() -> None:
+    """A fork that fails (the host's process limit, here a real one: the launcher runs as nobody with RLIMIT_NPROC 1)
+    is a start error with the facts, not a traceback: the worker took a start with no answer line for launcher code
+    that did not load there, and started it again."""
+    import resource
 
-    ns["os"] = NoFork()
-    d = delivery(tmp_path)
-    prepare = {"root": str(d.base), "dirs": [str(d.base / "workspace")], "files": {str(d.base / "prompt.md"): b"p"},
-               "program": None, "path": None}
-    spec = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
-    code = ns["serve"]({"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker,
-                        "spec": spec, "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "prepare": prepare})
-    sys.stdout.flush()
-    (line,) = capsys.readouterr().out.splitlines()
-    answer = json.loads(line)
-    assert code == 127 and answer["start_error"] == "cannot fork the supervisor: Resource temporarily unavailable"
-    assert answer["prepared"]["python"] == platform.python_version()
+    python = _python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter the user nobody can run")
+    top = Path(tempfile.mkdtemp(prefix="fleet-nproc-", dir="/tmp"))
+    try:
+        os.chmod(top, 0o755)
+        d = delivery(top)
+        for path in [top, *top.rglob("*")]:
+            os.chown(path, 65534, 65534)
+
+        def as_nobody_with_one_process() -> None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+
+        prepare = {"root": str(d.base), "dirs": [str(d.base / "workspace")],
+                   "files": {str(d.base / "prompt.md"): b"p"}, "program": None, "path": None}
+        spec = {"argv": ["true"], "env": {}, "pass_env": [], "cwd": str(d.base / "workspace")}
+        body = {"verb": "run", "fleet": str(d.fleet), "token": d.token, "key": d.key, "marker": d.marker, "spec": spec,
+                "deadline_s": 30, "heartbeat_s": 0, "entry": {}, "prepare": prepare}
+        proc = subprocess.run([python, "-S", "-c", launcher.BOOT, "run", d.token], capture_output=True, cwd="/",
+                              input=launcher.boot_stdin(SOURCE, body), timeout=60, preexec_fn=as_nobody_with_one_process)
+        (line,) = proc.stdout.decode().splitlines()
+        answer = json.loads(line)
+        assert proc.returncode == 127, proc.stderr
+        assert answer["start_error"] == "cannot fork the supervisor: Resource temporarily unavailable"
+        assert answer["prepared"]["python"] and answer["prepared"]["uname"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_start_whose_agent_is_not_there_says_so_and_touches_nothing(tmp_path: Path) -> None:
