@@ -1,13 +1,13 @@
 """Store benchmark: the cost of recording one attempt as the sweep grows, beside its baseline.
 
 For each sweep size N (default 1,000, 10,000 and 100,000 cells) a sweep is planned whose N - K cells are
-already recorded, and then K more attempts go through the coordinator's three writes: dispatched, recorded
-(three 20 kB artifacts, meta.json, index rows) and graded (grade.json, grades.jsonl, index row). Each write
-is made durable (fsync) as in a real sweep.
+already recorded, and then K more attempts go through the coordinator's writes: dispatched, then recorded with
+its grade (three 20 kB artifacts, meta.json, grade.json, grades.jsonl, index rows: ``SweepWriter.record_graded``).
+Each write is made durable as in a real sweep.
 
 - journal: today's store: each state change is one line appended to journal.jsonl.
-- snapshot (baseline, measured in the same run): the same writes, each followed by a rewrite of the whole
-  sweep.json, which is what the store did before the journal.
+- snapshot (baseline, measured in the same run): the writes of the store before the journal (dispatched, recorded,
+  graded), each followed by a rewrite of the whole sweep.json.
 
 Also: the time to load the sweep (snapshot + journal replay) and the peak memory of this process.
 Run: .venv/bin/python bench/bench_store.py [--sizes 1000,10000,100000] [--k 100] [--baseline-k 10] [--json F]
@@ -55,15 +55,18 @@ def one_attempt(w: SweepWriter, sweep: SweepRecord, cell: Cell, k: int, snapshot
     w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id=f"t{k}", status="dispatched"))
     if snapshot:
         w.save_sweep(sweep)
-    w.record_attempt(sweep, AttemptResult(
+    result = AttemptResult(
         sweep_id=sweep.id, cell_id=cell.id, attempt=1, status="finished", exit_code=0, host=cell.host,
         agent=cell.agent, item=cell.item,
-        artifacts=[Artifact.of(n, PAYLOAD) for n in ("agent.stdout", "answer.txt", "workspace/a.py")]))
-    if snapshot:
-        w.save_sweep(sweep)
+        artifacts=[Artifact.of(n, PAYLOAD) for n in ("agent.stdout", "answer.txt", "workspace/a.py")])
+    if not snapshot:
+        graded = w.record_graded(sweep, result, lambda folder: grade)
+        assert graded is not None and graded.grade is grade
+        return time.perf_counter() - t
+    w.record_attempt(sweep, result)
+    w.save_sweep(sweep)
     w.record_grade(sweep, cell.id, 1, grade)
-    if snapshot:
-        w.save_sweep(sweep)
+    w.save_sweep(sweep)
     return time.perf_counter() - t
 
 

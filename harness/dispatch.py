@@ -147,6 +147,12 @@ class Dispatcher:
         for p in planned:
             self._limit[p.cell.id] = p.last_attempt
             self._waiting[p.cell.host].append((p.cell, p.attempt))
+        # What recording an attempt imports (grading, 40 ms and more) is loaded before the first attempt goes out, not
+        # while the first record runs beside a host's next start.
+        from harness.failures import classify  # noqa: F401
+        from harness.grading import grade  # noqa: F401
+        from harness.outcome import shown_grade  # noqa: F401
+
         self.writer.set_status(self.sweep, "running")
         try:
             while self._waiting_any() or self._in_flight or self._retries:
@@ -328,16 +334,17 @@ class Dispatcher:
                 self.on_event(Event("started", f.cell, f.attempt))
             if state not in ("SUCCESS", "FAILURE", "REVOKED"):
                 continue
+            # The host is free: its next attempt goes out first, and runs while this one is read and recorded (the
+            # result checked, its files written and synced, the grade), so the host does not wait on this process
+            # between two agents.
+            self._per_host[f.cell.host] -= 1
+            self._dispatch_host(f.cell.host)
             try:
                 result = self.outage.call("reading results", lambda: self._result_of(f, state))
             except BrokerOutage:
                 raise
             except Exception as exc:
                 raise DispatchError(f"cannot read results from the result backend: {exc}") from exc
-            # The host is free: its next attempt goes out first, and runs while this one is recorded (the files
-            # written and synced, the grade), so the host does not wait on this process between two agents.
-            self._per_host[f.cell.host] -= 1
-            self._dispatch_host(f.cell.host)
             self._record(f.cell, result)
             # Only now that the record is durable may the backend drop the result.
             del self._in_flight[task_id]
@@ -492,8 +499,10 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
     could not be graded), or None when that attempt was already recorded (a second delivery). A delivery the store refuses (corrupt or
     refused artifacts, a write error) is recorded as the attempt's harness failure instead, so one bad
     delivery never stops the sweep. Raises only when even that record cannot be written."""
+    grader = _grader(sweep, cell)
     try:
-        if not writer.record_attempt(sweep, result):
+        graded = writer.record_graded(sweep, result, grader)
+        if graded is None:
             return None
     except Exception as exc:  # noqa: BLE001 - whatever one delivery does, it is that attempt's failure
         if is_disk_full(exc):
@@ -513,25 +522,33 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
             k: getattr(result, k) for k in ("model", "agent_command", "agent_version", "agent_kind", "harness_commit",
                                             "worker", "workspace", "host_facts", "started_at", "agent_started_at",
                                             "ended_at", "duration_s", "exit_code")})
-        if not writer.record_attempt(sweep, failed):
+        graded = writer.record_graded(sweep, failed, grader)
+        if graded is None:
             return None
         result = failed
-    try:
-        return result, grade_attempt(writer, sweep, cell, result.attempt).grade
-    except FleetError as exc:
-        if is_disk_full(exc):
-            raise  # resume grades an attempt recorded but not graded
+    if graded.fault is not None:
+        raise graded.fault  # the grader's own fault, not this delivery's: the sweep stops, the attempt is kept
+    if graded.grade is not None:
+        return result, graded.grade.grade
+    assert graded.error is not None
+    if is_disk_full(graded.error):
+        raise graded.error  # resume grades an attempt recorded but not graded
+    on_event(Event("warning", cell, result.attempt,
+                   text=f"{cell.id} attempt {result.attempt}: cannot grade: {graded.error}"))
+    return result, ""
 
-        on_event(Event("warning", cell, result.attempt, text=f"{cell.id} attempt {result.attempt}: cannot grade: {exc}"))
-        return result, ""
+
+def _grader(sweep: SweepRecord, cell: Cell) -> "Callable[[Path], Grade]":
+    """How an attempt of ``cell`` is graded: from its stored folder, by its item's rules."""
+    from harness.grading import evidence_from_attempt, grade
+
+    item = sweep.items[cell.item]
+    return lambda folder: grade(evidence_from_attempt(folder, item))
 
 
 def grade_attempt(writer: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int) -> "Grade":
     """Grade a stored attempt from its folder and record the grade."""
-    from harness.grading import evidence_from_attempt, grade
-
-    folder = writer.store.attempt_dir(sweep.id, cell.id, attempt)
-    g = grade(evidence_from_attempt(folder, sweep.items[cell.item]))
+    g = _grader(sweep, cell)(writer.store.attempt_dir(sweep.id, cell.id, attempt))
     writer.record_grade(sweep, cell.id, attempt, g)
     return g
 

@@ -37,13 +37,14 @@ import stat
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast, get_args
 
 from pydantic import ValidationError
 
 from harness.nesting import loads_json
-from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UnsafeStoredPath, UsageError
+from harness.errors import ArtifactCorrupt, ArtifactRefused, FleetError, StoreError, UnsafeStoredPath, UsageError
 from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, SweepRecord, read_meta, sha256_hex, utc_now
 
 if TYPE_CHECKING:
@@ -53,42 +54,104 @@ if TYPE_CHECKING:
 __all__ = ["Store", "atomic_write"]
 
 
-def write_grade_files(folder: Path, grade: "Grade") -> None:
-    """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history)."""
-    atomic_write(folder / "grade.json", grade.model_dump_json(indent=2).encode())
-    append_grade_line(folder, grade)
+def write_grade_files(folder: Path, grade: "Grade") -> "list[tuple[Path, int]]":
+    """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history), with one
+    disk flush for both (``write_grade_files_batch``). Returns what ``undo_grade_files`` needs to take them back."""
+    return write_grade_files_batch([(folder, grade)])
 
 
 def append_grade_line(folder: Path, record: "Grade | GradeOverride") -> None:
     """One more line of the attempt's ``grades.jsonl``: an automatic grade or a reviewer's override, fsynced."""
+    _append_line(folder, record, fsync=True)
+
+
+def _append_line(folder: Path, record: "Grade | GradeOverride", fsync: bool) -> None:
     try:
         with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
             f.write((record.model_dump_json() + "\n").encode())
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
     except OSError as exc:
         raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
 
 
-def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> None:
-    """What ``write_grade_files`` writes, for many attempts at once (a regrade of a whole sweep): each folder's
-    ``grade.json`` replaced atomically and one more line of its ``grades.jsonl``, in the same order and with the same
-    guarantees (a reader sees the old grade.json or the new one, never half of one; the history line follows the
-    grade), but two disk flushes for the whole batch instead of two per attempt: every grade.json through
-    ``atomic_write_all`` (one flush, then the renames), then every history line appended and the file system
-    flushed again. An fsync per file costs a disk flush each (0.3 ms here: 6 s of a 10,000-attempt regrade)."""
-    if not graded:
+def _history_size(folder: Path) -> int:
+    """The size of the folder's ``grades.jsonl``; -1 when there is none."""
+    try:
+        return os.lstat(folder / "grades.jsonl").st_size
+    except OSError:
+        return -1
+
+
+def _cut_history(folder: Path, size: int) -> None:
+    """``grades.jsonl`` cut back to ``size`` bytes, or removed if there was none (-1): the lines appended since are
+    taken back (shrinking a file needs no space). Best effort: a history that cannot be cut keeps a line of a grade
+    that did not take."""
+    if size < 0:
+        try:
+            (folder / "grades.jsonl").unlink(missing_ok=True)
+        except OSError:
+            pass
         return
-    atomic_write_all([(folder / "grade.json", grade.model_dump_json(indent=2).encode()) for folder, grade in graded])
-    with FileSystems() as systems:
-        for folder, grade in graded:
-            systems.before_write(folder)
+    try:
+        fd = os.open(folder / "grades.jsonl", os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def undo_grade_files(written: "list[tuple[Path, int]]") -> None:
+    """Take back what ``write_grade_files`` wrote (a later step of the same record failed): each folder's history cut
+    back to where it was, its grade.json removed (the attempt it grades was not recorded)."""
+    for folder, size in written:
+        _cut_history(folder, size)
+        (folder / "grade.json").unlink(missing_ok=True)
+
+
+def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> "list[tuple[Path, int]]":
+    """Each folder's ``grade.json`` (the latest grade, replaced atomically) and one more line of its ``grades.jsonl``
+    (history), for one attempt or many (a regrade of a whole sweep), with one disk flush for them all: every new
+    grade.json is written to a temporary name and every history line appended, the file systems are flushed
+    (``FileSystems``; an fsync of each file where there is no ``syncfs``), then every grade.json is renamed into place.
+    So a reader sees the old grade.json or the new one, never half of one, and a history line is on disk before the
+    grade it records has its name. A flush per file cost 0.3 ms each here (two per attempt: a third of recording a
+    short one, 6 s of a 10,000-attempt regrade). When any of it fails, what did not take is taken back: the temporary
+    files removed and the lines of the grades not renamed cut off again, so the history holds a line for each grade
+    that took, and only those. Returns each folder with its history's size before (``undo_grade_files``)."""
+    pending: list[tuple[Path, str, int]] = []  # folder, grade.json's temporary name, the history's size before
+    renamed = 0
+    try:
+        with FileSystems() as systems:
+            each = not systems.together
+            for folder, grade in graded:
+                systems.before_write(folder)
+                path = folder / "grade.json"
+                size = _history_size(folder)
+                try:
+                    tmp = _temp_beside(path, grade.model_dump_json(indent=2).encode(), fsync=each)
+                except OSError as exc:
+                    raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+                pending.append((folder, tmp, size))
+                _append_line(folder, grade, fsync=each)
+            if not each:
+                systems.flush()
+        for folder, tmp, _ in pending:
             try:
-                with _open_own(folder / "grades.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a") as f:
-                    f.write((grade.model_dump_json() + "\n").encode())
+                os.replace(tmp, folder / "grade.json")
             except OSError as exc:
-                raise StoreError(f"cannot write {folder / 'grades.jsonl'}: {exc.strerror or exc}") from exc
-        systems.flush()
+                raise StoreError(f"cannot write {folder / 'grade.json'}: {exc.strerror or exc}") from exc
+            renamed += 1
+    finally:
+        for folder, tmp, size in pending[renamed:]:
+            Path(tmp).unlink(missing_ok=True)
+            _cut_history(folder, size)
+    return [(folder, size) for folder, _, size in pending]
 
 
 def _syncfs() -> Callable[[int], int] | None:
@@ -731,6 +794,35 @@ def _upsert(sweep: SweepRecord, cell_id: str, summary: AttemptSummary) -> None:
     runs.sort(key=lambda a: a.attempt)
 
 
+@dataclass
+class Graded:
+    """What ``SweepWriter.record_graded`` did with the grade of the attempt it recorded."""
+
+    grade: "Grade | None" = None
+    """The grade recorded with the attempt; None when there is none (see ``error``)."""
+    error: FleetError | None = None
+    """Why the attempt was recorded ungraded (its evidence could not be read, or the grade not written)."""
+    fault: Exception | None = None
+    """Any other exception of the grader (a fault of the grader, not of the attempt): the attempt is recorded ungraded
+    all the same, and the caller raises it."""
+
+
+def _with_grade(summary: AttemptSummary, grade: "Grade") -> AttemptSummary:
+    """The attempt's summary with its grade: the grade's name, its stop and the failure code ``classify`` gives."""
+    from harness.failures import classify
+
+    failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
+    return summary.model_copy(update={"grade": grade.grade, "failure": failure.reason if failure else "",
+                                      "stop": grade.stop.reason if grade.stop else ""})
+
+
+def _grade_row(sweep_id: str, cell_id: str, attempt: int, grade: "Grade") -> tuple[str, tuple]:
+    """The index's ``grades`` row of an attempt's grade, with its statement."""
+    return ("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
+            (sweep_id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
+             grade.stop.reason if grade.stop else "", grade.graded_at))
+
+
 class SweepWriter:
     """Writes one sweep. Only made by ``Store.writer``, which holds the lock.
 
@@ -942,6 +1034,20 @@ class SweepWriter:
         ``ArtifactRefused`` (bad bytes or names: nothing is written) or ``StoreError`` (the disk refused:
         what was written of it is removed again); the sweep's state is unchanged in every case.
         """
+        return self._record(sweep, result, None) is not None
+
+    def record_graded(self, sweep: SweepRecord, result: AttemptResult,
+                      grader: "Callable[[Path], Grade]") -> "Graded | None":
+        """``record_attempt`` and ``record_grade`` in one step: the attempt's files are stored as ``record_attempt``
+        stores them, then ``grader`` grades the stored folder (the evidence is read from disk, as for any grade), and
+        the grade's files, the index rows of both and the summary with its grade go to disk together (one index
+        transaction and one journal line, where the two steps took two each: 7 disk flushes of a short attempt
+        become 4). None when the attempt was recorded already; raises what ``record_attempt`` raises. A grade that
+        fails leaves the attempt recorded ungraded, and why in ``Graded.error`` (a ``FleetError``) or ``Graded.fault``."""
+        return self._record(sweep, result, grader)
+
+    def _record(self, sweep: SweepRecord, result: AttemptResult,
+                grader: "Callable[[Path], Grade] | None") -> "Graded | None":
         if result.sweep_id != sweep.id or result.cell_id not in self._cell_ids(sweep) or result.attempt < 1:
             # The folder is made from these: a result naming another sweep or a cell the plan lacks must never
             # decide where files go.
@@ -950,7 +1056,7 @@ class SweepWriter:
         runs = sweep.attempts.setdefault(result.cell_id, [])
         summary = next((a for a in runs if a.attempt == result.attempt), None)
         if summary is not None and summary.status != "dispatched":
-            return False
+            return None
         folder = self.store.attempt_dir(sweep.id, result.cell_id, result.attempt)
         # Check every artifact before writing any, so a refused delivery leaves no file behind.
         for art in result.artifacts:
@@ -999,7 +1105,9 @@ class SweepWriter:
             duration_s=result.duration_s,
             failure=(result.reason or "infrastructure") if result.status == "harness_failure" else "",
         )
-        self._execute(
+        graded = Graded()
+        grade_files: list[tuple[Path, int]] = []
+        statements: list[tuple[str, list | tuple]] = [
             ("INSERT OR REPLACE INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
              (sweep.id, result.cell_id, result.attempt, result.host, result.item, result.agent,
               result.status, result.reason, result.exit_code, result.duration_s, result.started_at,
@@ -1007,29 +1115,43 @@ class SweepWriter:
               str(folder.relative_to(self.store.root)))),
             ("INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?)",
              [(sweep.id, result.cell_id, result.attempt, a.name, a.size, a.sha256) for a in result.artifacts]),
+        ]
+        if grader is not None:
+            try:
+                grade = grader(folder)
+                grade_files = write_grade_files(folder, grade)
+            except FleetError as exc:  # recorded ungraded, as when the grade came after the record and failed
+                graded.error = exc
+            except Exception as exc:  # noqa: BLE001 - a fault of the grader itself: recorded ungraded, for the caller
+                graded.fault = exc
+            else:
+                graded.grade = grade
+                entry = _with_grade(entry, grade)
+                statements.append(_grade_row(sweep.id, result.cell_id, result.attempt, grade))
+        statements.append(
             ("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
              self._cell_row(sweep, result.cell_id, sorted([*(a for a in runs if a.attempt != result.attempt), entry],
-                                                          key=lambda a: a.attempt))),
-        )
+                                                          key=lambda a: a.attempt))))
+        try:
+            self._execute(*statements)
+        except BaseException:
+            # Not recorded: its grade did not take either (the caller records the delivery's failure, with its own).
+            if graded.grade is not None:
+                undo_grade_files(grade_files)
+            raise
         _upsert(sweep, result.cell_id, entry)
         self._journal_attempt(sweep, result.cell_id, entry)
-        return True
+        return graded
 
     def record_grade(self, sweep: SweepRecord, cell_id: str, attempt: int, grade: "Grade") -> None:
         """``grade.json`` is the latest grade; ``grades.jsonl`` keeps every grade ever given (regrades too)."""
-        from harness.failures import classify
-
         write_grade_files(self.store.attempt_dir(sweep.id, cell_id, attempt), grade)
         summary = next((a for a in sweep.attempts.get(cell_id) or [] if a.attempt == attempt), None)
         if summary is not None:
-            failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
-            summary = summary.model_copy(update={"grade": grade.grade, "failure": failure.reason if failure else "",
-                                                 "stop": grade.stop.reason if grade.stop else ""})
+            summary = _with_grade(summary, grade)
         runs = [summary if summary is not None and a.attempt == attempt else a for a in sweep.attempts.get(cell_id) or []]
         self._execute(
-            ("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-             (sweep.id, cell_id, attempt, grade.grader_version, grade.grade, grade.outcome,
-              grade.stop.reason if grade.stop else "", grade.graded_at)),
+            _grade_row(sweep.id, cell_id, attempt, grade),
             *([("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._cell_row(sweep, cell_id, runs))]
               if summary is not None and cell_id in self._cell_ids(sweep) else []),
         )
@@ -1042,8 +1164,6 @@ class SweepWriter:
         (cell id, attempt, its folder as ``Store.attempt_dir`` gave it, grade): the grade files of all of them
         (``write_grade_files_batch``), their index rows in one transaction and their summaries in one journal
         append. One at a time, a regrade cost a disk flush and an index commit per attempt (40 s for 10,000)."""
-        from harness.failures import classify
-
         if not graded:
             return
         write_grade_files_batch([(folder, g) for _, _, folder, g in graded])
@@ -1054,16 +1174,13 @@ class SweepWriter:
             summary = next((a for a in runs if a.attempt == attempt), None)
             if summary is None:
                 continue
-            failure = classify(summary.status, summary.reason, grade.grade, grade.failure)
-            summary = summary.model_copy(update={"grade": grade.grade, "failure": failure.reason if failure else "",
-                                                 "stop": grade.stop.reason if grade.stop else ""})
+            summary = _with_grade(summary, grade)
             runs_of[cell_id] = [summary if a.attempt == attempt else a for a in runs]
             summaries.append((cell_id, summary))
         planned = self._cell_ids(sweep)
         self._execute(
             ("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-             [(sweep.id, cell_id, attempt, g.grader_version, g.grade, g.outcome, g.stop.reason if g.stop else "",
-               g.graded_at) for cell_id, attempt, _, g in graded]),
+             [_grade_row(sweep.id, cell_id, attempt, g)[1] for cell_id, attempt, _, g in graded]),
             ("INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
              [self._cell_row(sweep, cell_id, runs) for cell_id, runs in runs_of.items() if cell_id in planned]),
         )

@@ -69,7 +69,7 @@ app.conf.update(
     # never acks, so the broker delivers the task again (after the visibility timeout on Redis).
     task_reject_on_worker_lost=False,
     worker_prefetch_multiplier=1,
-    task_track_started=True,
+    task_track_started=True,  # fleet.run_attempt stores its own (workers/tasks.py)
     # Not extended: the backend keeps a task's state and result only, never its arguments (an agent's env may
     # hold an API key, and a revoked task's row would keep it).
     result_extended=False,

@@ -37,6 +37,9 @@ if stored then
   if meta['status'] == 'SUCCESS' then
     return 0
   end
+  if ARGV[4] == '1' and (meta['status'] == 'FAILURE' or meta['status'] == 'REVOKED') then
+    return 0
+  end
 end
 local expires = tonumber(ARGV[2])
 if expires > 0 then
@@ -48,8 +51,10 @@ redis.call('PUBLISH', KEYS[1], ARGV[1])
 return 1
 """
 """KEYS[1] the task's key, ARGV[1] its new meta (JSON), ARGV[2] the expiry in seconds (0: none), ARGV[3] the largest
-stored value the script reads. Stores and publishes the meta unless the state stored is SUCCESS (what Celery's
-_store_result checks, in one step): 1 if stored, 0 if not. -1, and nothing written, when the stored value is one the
+stored value the script reads, ARGV[4] "1" when the new state is a progress state (STARTED, RETRY: not final). Stores
+and publishes the meta unless the state stored is SUCCESS (what Celery's _store_result checks, in one step), or, for a
+progress state, any final state (SUCCESS, FAILURE, REVOKED: a STARTED stored late, beside the task, after the task was
+revoked or failed, must not make it look running again): 1 if stored, 0 if not. -1, and nothing written, when the stored value is one the
 script does not read: larger than ARGV[3] (decoding it would hold Redis, which serves no one else meanwhile), or not
 a task's JSON meta (compressed by a worker with result_compression, or anything else): Celery's own path decides
 then, as it always did."""
@@ -75,13 +80,14 @@ class RedisBackend(_CeleryRedisBackend):
             raise BackendStoreError("value too large for Redis backend", state=state, task_id=task_id)
         expires = self.failure_expires if state == states.FAILURE else self.expires
         key = self.get_key_for_task(task_id)
-        if self.ensure(self._store_unless_success, (key, value, int(expires or 0))) < 0:
+        progress = state not in states.READY_STATES
+        if self.ensure(self._store_unless_success, (key, value, int(expires or 0), progress)) < 0:
             return super()._store_result(task_id, result, state, traceback=traceback, request=request, **kwargs)
         return result
 
-    def _store_unless_success(self, key: bytes | str, value: str | bytes, expires: int) -> int:
+    def _store_unless_success(self, key: bytes | str, value: str | bytes, expires: int, progress: bool = False) -> int:
         if self._store_script is None:
             # Registered once per backend: redis-py sends EVALSHA, and the script itself when Redis does not know it
             # (a restarted server).
             self._store_script = self.client.register_script(STORE_UNLESS_SUCCESS)
-        return int(self._store_script(keys=[key], args=[value, expires, READ_AT_MOST]))
+        return int(self._store_script(keys=[key], args=[value, expires, READ_AT_MOST, "1" if progress else "0"]))

@@ -39,15 +39,19 @@ class Slots(ABC):
         """Take a slot on ``host`` now, or return None."""
 
     def acquire(self, host: str, slots: int, timeout: float | None = None, poll: float = 0.25) -> Lease | None:
-        """Wait for a slot; None if ``timeout`` passed first."""
+        """Wait for a slot; None if ``timeout`` passed first. It asks again after 5 ms, then twice as long each time up to
+        ``poll``: a slot that is being released (the host's last attempt releases its lease beside storing its result,
+        workers/tasks.py) is taken within milliseconds, not after a whole ``poll``."""
         end = None if timeout is None else time.monotonic() + timeout
+        wait = min(0.005, poll)
         while True:
             lease = self.try_acquire(host, slots)
             if lease is not None:
                 return lease
             if end is not None and time.monotonic() >= end:
                 return None
-            time.sleep(poll)
+            time.sleep(wait)
+            wait = min(wait * 2, poll)
 
 
 # Redis's own clock, read in the script (workers on machines with skewed clocks agree on expiry): one round trip per

@@ -40,3 +40,61 @@ def test_a_free_host_gets_its_next_attempt_before_the_last_one_is_recorded(monke
                    inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
     d.run([Planned(cell=c, attempt=1, last_attempt=1) for c in cells])
     assert order == [("send", 1), ("send", 2), ("record", 1), ("send", 3), ("record", 2), ("record", 3)]
+
+
+def test_a_free_host_gets_its_next_attempt_before_the_last_ones_result_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result's state says the host is free: its next attempt goes out before the result is read and checked (a
+    worker's result is parsed and validated, its blobs fetched), which the host does not need to wait for."""
+    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
+    cells = [Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, rep), host=host.name, item=ITEM.id,
+                  agent=host.default_agent, rep=rep, seed=rep) for rep in (1, 2)]
+    done = SimpleNamespace(state="SUCCESS", result={})
+    order: list[tuple[str, int]] = []
+
+    def send(self: Dispatcher, cell: Cell, attempt: int) -> None:
+        order.append(("send", cell.rep))
+        self._in_flight[f"t{cell.rep}"] = SimpleNamespace(cell=cell, attempt=attempt, async_result=done, started=True)
+        self._per_host[cell.host] += 1
+
+    def read(self: Dispatcher, f: SimpleNamespace, state: str) -> SimpleNamespace:
+        order.append(("read", f.cell.rep))
+        return SimpleNamespace(attempt=f.attempt)
+
+    monkeypatch.setattr(Dispatcher, "_send", send)
+    monkeypatch.setattr(Dispatcher, "_result_of", read)
+    monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: None)
+    monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
+    writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
+    d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
+                   inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
+    d.run([Planned(cell=c, attempt=1, last_attempt=1) for c in cells])
+    assert order == [("send", 1), ("send", 2), ("read", 1), ("read", 2)]
+
+
+def test_what_recording_imports_is_loaded_before_the_first_attempt_goes_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first record imports the grading code (40 ms and more) unless it is loaded already: that happened beside the
+    host's second start. It is loaded before the first send."""
+    import sys
+
+    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
+                agent=host.default_agent, rep=1, seed=1)
+    for name in [m for m in sys.modules if m == "harness.grading" or m.startswith("harness.grading.")]:
+        monkeypatch.delitem(sys.modules, name)
+    loaded: list[bool] = []
+
+    def send(self: Dispatcher, cell: Cell, attempt: int) -> None:
+        loaded.append("harness.grading" in sys.modules)
+        self._in_flight["t1"] = SimpleNamespace(cell=cell, attempt=attempt, started=True,
+                                                async_result=SimpleNamespace(state="SUCCESS", result={}))
+        self._per_host[cell.host] += 1
+
+    monkeypatch.setattr(Dispatcher, "_send", send)
+    monkeypatch.setattr(Dispatcher, "_result_of", lambda self, f, state: SimpleNamespace(attempt=f.attempt))
+    monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: None)
+    monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
+    writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
+    d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
+                   inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
+    d.run([Planned(cell=cell, attempt=1, last_attempt=1)])
+    assert loaded == [True]

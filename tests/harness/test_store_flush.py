@@ -202,3 +202,161 @@ def test_without_syncfs_each_file_is_fsynced_as_it_is_written(tmp_path: Path, mo
     store_module.atomic_write_all([(tmp_path / f"f{i}", b"x") for i in range(5)])
     monkeypatch.undo()
     assert len(synced) == 5 and all((tmp_path / f"f{i}").read_bytes() == b"x" for i in range(5))
+
+
+def _counting_disk(monkeypatch: pytest.MonkeyPatch, events: list[str], writer: object = None) -> None:
+    """Every fsync, file system flush and index commit (of ``writer``'s index connection) of the store, in ``events``,
+    in order."""
+    real_fsync, real_flush = os.fsync, store_module.flush_file_system
+
+    def fsync(fd: int) -> None:
+        events.append("fsync")
+        real_fsync(fd)
+
+    def flush(fd: int, folder: Path) -> None:
+        events.append("flush")
+        real_flush(fd, folder)
+
+    class Counted:
+        """The index connection, its commits counted (sqlite3.Connection's own methods cannot be replaced)."""
+
+        def __init__(self, db: object) -> None:
+            self._db = db
+
+        def __enter__(self) -> object:
+            return self._db.__enter__()  # type: ignore[attr-defined]
+
+        def __exit__(self, *exc: object) -> object:
+            events.append("commit")
+            return self._db.__exit__(*exc)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._db, name)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(store_module, "flush_file_system", flush)
+    if writer is not None:
+        monkeypatch.setattr(writer, "_db", Counted(writer._db))  # type: ignore[attr-defined]
+
+
+def test_an_attempt_recorded_with_its_grade_takes_one_index_commit_and_one_journal_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.dispatch import _grader
+
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here: each file is fsynced as it is written")
+    store, sweep, cell, result = _recording(tmp_path, artifacts=3)
+    events: list[str] = []
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        journal = store.sweep_dir(sweep.id) / "journal.jsonl"
+        before = journal.read_text().count("\n")
+        _counting_disk(monkeypatch, events, w)
+        graded = w.record_graded(sweep, result, _grader(sweep, cell))
+        monkeypatch.undo()
+        assert graded is not None and graded.grade is not None and graded.error is None
+        lines = journal.read_text().splitlines()[before:]
+    # The attempt's files (one flush), its grade's two files (one flush), one index transaction, one journal line.
+    assert events == ["flush", "flush", "commit", "fsync"], events
+    assert len(lines) == 1 and f'"grade":"{graded.grade.grade}"' in lines[0], lines
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    assert (folder / "grade.json").is_file() and (folder / "grades.jsonl").read_text().count("\n") == 1
+    summary = sweep.attempts[cell.id][0]
+    assert (summary.status, summary.grade) == ("finished", graded.grade.grade)
+    with store.index() as db:
+        assert db.execute("SELECT grade FROM grades WHERE cell_id=?", (cell.id,)).fetchall() == [(graded.grade.grade,)]
+        assert db.execute("SELECT status, grade FROM cells WHERE cell_id=?", (cell.id,)).fetchall() == [
+            ("finished", graded.grade.grade)]
+    # Read back as a reader sees it: the journal replayed over the snapshot.
+    again = store.load_sweep(sweep.id)
+    assert again.attempts[cell.id][0].grade == graded.grade.grade
+
+
+def test_a_grade_that_cannot_be_made_leaves_the_attempt_recorded_ungraded(tmp_path: Path) -> None:
+    store, sweep, cell, result = _recording(tmp_path, artifacts=1)
+
+    def grader(folder: Path):  # type: ignore[no-untyped-def]
+        raise StoreError(f"{folder / 'checks.json'}: not valid JSON")
+
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        graded = w.record_graded(sweep, result, grader)
+    assert graded is not None and graded.grade is None and "checks.json" in str(graded.error)
+    summary = store.load_sweep(sweep.id).attempts[cell.id][0]
+    assert (summary.status, summary.grade) == ("finished", "")
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    assert (folder / "meta.json").is_file() and not (folder / "grade.json").exists()
+
+
+def test_a_grade_reaches_the_disk_in_one_flush_before_grade_json_has_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.grading import Grade
+    from harness.store import write_grade_files
+
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here: each file is fsynced as it is written")
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    events: list[str] = []
+    real_replace = os.replace
+
+    def replace(src: str, dst: Path) -> None:
+        events.append(f"name {Path(dst).name} ({(folder / 'grades.jsonl').read_text().count(chr(10))} lines)")
+        real_replace(src, dst)
+
+    _counting_disk(monkeypatch, events)
+    monkeypatch.setattr(os, "replace", replace)
+    write_grade_files(folder, Grade(grade="DELIVERED", outcome="none"))
+    monkeypatch.undo()
+    assert events == ["flush", "name grade.json (1 lines)"], events
+    assert not [p for p in folder.iterdir() if p.name.startswith(".fleet-")]  # no temporary file left
+
+
+def test_an_attempt_whose_index_write_fails_keeps_no_line_of_its_grade(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grade's files are written before the index rows: when those fail, the attempt is not recorded, and its grade
+    is taken back (the history would show a grade of a delivery that was never recorded; record_result then records
+    the delivery's failure, with a grade of its own)."""
+    from harness.dispatch import _grader
+
+    store, sweep, cell, result = _recording(tmp_path, artifacts=1)
+    with store.writer(sweep.id) as w:
+        w.save_sweep(sweep)
+        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+
+        def locked(*statements: object) -> None:
+            raise StoreError(f"{store.root / 'index.sqlite'}: database is locked")
+
+        monkeypatch.setattr(w, "_execute", locked)
+        with pytest.raises(StoreError, match="database is locked"):
+            w.record_graded(sweep, result, _grader(sweep, cell))
+        monkeypatch.undo()
+    folder = store.attempt_dir(sweep.id, cell.id, 1)
+    assert not (folder / "grade.json").exists() and not (folder / "grades.jsonl").exists()
+    assert sweep.attempts[cell.id][0].status == "dispatched"
+
+
+def test_a_grade_whose_flush_fails_leaves_no_line_and_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.grading import Grade
+    from harness.store import write_grade_files
+
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here: each file is fsynced as it is written")
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    write_grade_files(folder, Grade(grade="NOTHING", outcome="none"))
+    before = (folder / "grades.jsonl").read_bytes()
+
+    def full(fd: int, where: Path) -> None:
+        raise StoreError(f"cannot flush {where} to disk: No space left on device")
+
+    monkeypatch.setattr(store_module, "flush_file_system", full)
+    with pytest.raises(StoreError, match="No space left"):
+        write_grade_files(folder, Grade(grade="DELIVERED", outcome="none"))
+    monkeypatch.undo()
+    # The history holds the grades that took, and only those; grade.json is the last of them; nothing else is left.
+    assert (folder / "grades.jsonl").read_bytes() == before
+    assert '"NOTHING"' in (folder / "grade.json").read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["grade.json", "grades.jsonl"]

@@ -66,6 +66,26 @@ def test_a_state_is_one_round_trip_and_a_success_is_never_overwritten(redis_serv
     assert 0 < client.ttl(backend.get_key_for_task(failed)) <= 60  # result_failure_expires
 
 
+def test_a_progress_state_never_replaces_a_final_one(redis_server) -> None:
+    """The attempt task stores STARTED beside its work (workers/tasks.py): one on its way when the task was revoked or
+    failed must not make it look running again, or the coordinator would wait for a result that never comes."""
+    backend = _backend(redis_server.url)
+    client = redis.Redis.from_url(redis_server.url)
+    for final in ("REVOKED", "FAILURE"):
+        task = f"t-{uuid.uuid4().hex}"
+        error = {"exc_type": "TaskRevokedError", "exc_message": ["revoked"], "exc_module": "celery.exceptions"}
+        backend.store_result(task, error, final)
+        for late in ("STARTED", "RETRY"):
+            backend.store_result(task, {"pid": 1, "hostname": "w"}, late)
+            assert backend.decode_result(client.get(backend.get_key_for_task(task)))["status"] == final, (final, late)
+    # A final state still replaces a progress state, and another final state (Celery's own rule: only SUCCESS stays).
+    task = f"t-{uuid.uuid4().hex}"
+    backend.store_result(task, {"pid": 1, "hostname": "w"}, "STARTED")
+    backend.store_result(task, {"exc_type": "ValueError", "exc_message": ["no"], "exc_module": "builtins"}, "FAILURE")
+    backend.store_result(task, {"answer": 1}, "SUCCESS")
+    assert backend.decode_result(client.get(backend.get_key_for_task(task)))["status"] == "SUCCESS"
+
+
 def test_no_expiry_is_kept_for_ever(redis_server) -> None:
     backend = _backend(redis_server.url, result_expires=None)
     client = redis.Redis.from_url(redis_server.url)
