@@ -56,7 +56,7 @@ __all__ = ["Store", "atomic_write"]
 
 def write_grade_files(folder: Path, grade: "Grade") -> "list[tuple[Path, int]]":
     """``grade.json`` (the latest grade, replaced atomically) and one more line of ``grades.jsonl`` (history), with one
-    disk flush for both (``write_grade_files_batch``). Returns what ``undo_grade_files`` needs to take them back."""
+    disk flush for both (``write_grade_files_batch``). Returns what ``_undo_grade_files`` needs to take them back."""
     return write_grade_files_batch([(folder, grade)])
 
 
@@ -106,7 +106,7 @@ def _cut_history(folder: Path, size: int) -> None:
         os.close(fd)
 
 
-def undo_grade_files(written: "list[tuple[Path, int]]") -> None:
+def _undo_grade_files(written: "list[tuple[Path, int]]") -> None:
     """Take back what ``write_grade_files`` wrote (a later step of the same record failed): each folder's history cut
     back to where it was, its grade.json removed (the attempt it grades was not recorded)."""
     for folder, size in written:
@@ -123,7 +123,7 @@ def write_grade_files_batch(graded: "list[tuple[Path, Grade]]") -> "list[tuple[P
     grade it records has its name. A flush per file cost 0.3 ms each here (two per attempt: a third of recording a
     short one, 6 s of a 10,000-attempt regrade). When any of it fails, what did not take is taken back: the temporary
     files removed and the lines of the grades not renamed cut off again, so the history holds a line for each grade
-    that took, and only those. Returns each folder with its history's size before (``undo_grade_files``)."""
+    that took, and only those. Returns each folder with its history's size before (``_undo_grade_files``)."""
     pending: list[tuple[Path, str, int]] = []  # folder, grade.json's temporary name, the history's size before
     renamed = 0
     try:
@@ -1137,7 +1137,7 @@ class SweepWriter:
         except BaseException:
             # Not recorded: its grade did not take either (the caller records the delivery's failure, with its own).
             if graded.grade is not None:
-                undo_grade_files(grade_files)
+                _undo_grade_files(grade_files)
             raise
         _upsert(sweep, result.cell_id, entry)
         self._journal_attempt(sweep, result.cell_id, entry)

@@ -6,6 +6,7 @@ a host with work queued waited through all of it, between one agent and the next
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 
@@ -18,56 +19,54 @@ from tests.support import REPO
 ITEM = Item(id="07-photo-renamer", number="07", kind="open", title="t", prompt="p", timeout_s=60)
 
 
-def test_a_free_host_gets_its_next_attempt_before_the_last_one_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
-    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
-    assert host.slots == 1
-    cells = [Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, rep), host=host.name, item=ITEM.id,
-                  agent=host.default_agent, rep=rep, seed=rep) for rep in (1, 2, 3)]
+HOST = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
+
+
+def _dispatch(monkeypatch: pytest.MonkeyPatch, reps: tuple[int, ...], order: list, *,
+              read: Callable[[Dispatcher, SimpleNamespace, str], None] | None = None,
+              record: Callable[[Dispatcher, Cell, object], None] | None = None,
+              sent: Callable[[], None] | None = None) -> None:
+    """A dispatcher running one attempt of each of ``reps``' cells on tower1 (one slot), each result SUCCESS as soon as
+    it is sent: ``order`` gets ("send", rep) for each send; ``read``, ``record`` and ``sent`` are told of each result
+    read, each record and each send."""
+    cells = [Cell(id=Cell.make_id(HOST.name, ITEM.id, HOST.default_agent, rep), host=HOST.name, item=ITEM.id,
+                  agent=HOST.default_agent, rep=rep, seed=rep) for rep in reps]
     done = SimpleNamespace(state="SUCCESS", result={})
-    order: list[tuple[str, int]] = []
 
     def send(self: Dispatcher, cell: Cell, attempt: int) -> None:
         order.append(("send", cell.rep))
+        if sent is not None:
+            sent()
         self._in_flight[f"t{cell.rep}"] = SimpleNamespace(cell=cell, attempt=attempt, async_result=done, started=True)
         self._per_host[cell.host] += 1
 
+    def result_of(self: Dispatcher, f: SimpleNamespace, state: str) -> SimpleNamespace:
+        if read is not None:
+            read(self, f, state)
+        return SimpleNamespace(attempt=f.attempt)
+
     monkeypatch.setattr(Dispatcher, "_send", send)
-    monkeypatch.setattr(Dispatcher, "_result_of", lambda self, f, state: SimpleNamespace(attempt=f.attempt))
-    monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: order.append(("record", cell.rep)))
+    monkeypatch.setattr(Dispatcher, "_result_of", result_of)
+    monkeypatch.setattr(Dispatcher, "_record", record or (lambda self, cell, result: None))
     monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
     writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
     d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
-                   inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
+                   inventory=SimpleNamespace(hosts={HOST.name: HOST}))  # type: ignore[arg-type]
     d.run([Planned(cell=c, attempt=1, last_attempt=1) for c in cells])
+
+
+def test_a_free_host_gets_its_next_attempt_before_the_last_one_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert HOST.slots == 1
+    order: list[tuple[str, int]] = []
+    _dispatch(monkeypatch, (1, 2, 3), order, record=lambda self, cell, result: order.append(("record", cell.rep)))
     assert order == [("send", 1), ("send", 2), ("record", 1), ("send", 3), ("record", 2), ("record", 3)]
 
 
 def test_a_free_host_gets_its_next_attempt_before_the_last_ones_result_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """The result's state says the host is free: its next attempt goes out before the result is read and checked (a
     worker's result is parsed and validated, its blobs fetched), which the host does not need to wait for."""
-    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
-    cells = [Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, rep), host=host.name, item=ITEM.id,
-                  agent=host.default_agent, rep=rep, seed=rep) for rep in (1, 2)]
-    done = SimpleNamespace(state="SUCCESS", result={})
     order: list[tuple[str, int]] = []
-
-    def send(self: Dispatcher, cell: Cell, attempt: int) -> None:
-        order.append(("send", cell.rep))
-        self._in_flight[f"t{cell.rep}"] = SimpleNamespace(cell=cell, attempt=attempt, async_result=done, started=True)
-        self._per_host[cell.host] += 1
-
-    def read(self: Dispatcher, f: SimpleNamespace, state: str) -> SimpleNamespace:
-        order.append(("read", f.cell.rep))
-        return SimpleNamespace(attempt=f.attempt)
-
-    monkeypatch.setattr(Dispatcher, "_send", send)
-    monkeypatch.setattr(Dispatcher, "_result_of", read)
-    monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: None)
-    monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
-    writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
-    d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
-                   inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
-    d.run([Planned(cell=c, attempt=1, last_attempt=1) for c in cells])
+    _dispatch(monkeypatch, (1, 2), order, read=lambda self, f, state: order.append(("read", f.cell.rep)))
     assert order == [("send", 1), ("send", 2), ("read", 1), ("read", 2)]
 
 
@@ -76,25 +75,8 @@ def test_what_recording_imports_is_loaded_before_the_first_attempt_goes_out(monk
     host's second start. It is loaded before the first send."""
     import sys
 
-    host = load_inventory(str(REPO / "inventory" / "fleet.toml")).hosts["tower1"]
-    cell = Cell(id=Cell.make_id(host.name, ITEM.id, host.default_agent, 1), host=host.name, item=ITEM.id,
-                agent=host.default_agent, rep=1, seed=1)
     for name in [m for m in sys.modules if m == "harness.grading" or m.startswith("harness.grading.")]:
         monkeypatch.delitem(sys.modules, name)
     loaded: list[bool] = []
-
-    def send(self: Dispatcher, cell: Cell, attempt: int) -> None:
-        loaded.append("harness.grading" in sys.modules)
-        self._in_flight["t1"] = SimpleNamespace(cell=cell, attempt=attempt, started=True,
-                                                async_result=SimpleNamespace(state="SUCCESS", result={}))
-        self._per_host[cell.host] += 1
-
-    monkeypatch.setattr(Dispatcher, "_send", send)
-    monkeypatch.setattr(Dispatcher, "_result_of", lambda self, f, state: SimpleNamespace(attempt=f.attempt))
-    monkeypatch.setattr(Dispatcher, "_record", lambda self, cell, result: None)
-    monkeypatch.setattr("harness.dispatch.forget_result", lambda *args: None)
-    writer = SimpleNamespace(set_status=lambda *a: None, sync_journal=lambda: None)
-    d = Dispatcher(app=SimpleNamespace(), writer=writer, sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM}),  # type: ignore[arg-type]
-                   inventory=SimpleNamespace(hosts={host.name: host}))  # type: ignore[arg-type]
-    d.run([Planned(cell=cell, attempt=1, last_attempt=1)])
+    _dispatch(monkeypatch, (1,), [], sent=lambda: loaded.append("harness.grading" in sys.modules))
     assert loaded == [True]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -24,12 +25,10 @@ def _recording(tmp_path: Path, artifacts: int):  # type: ignore[no-untyped-def]
     return store, sweep, cell, result
 
 
-def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if store_module._syncfs() is None:
-        pytest.skip("no syncfs here: each file is fsynced as it is written")
-    store, sweep, cell, result = _recording(tmp_path, artifacts=12)
-    events: list[str] = []
+def _counting_disk(monkeypatch: pytest.MonkeyPatch, events: list[str], writer: object = None,
+                   names: Callable[[Path], str] | None = None) -> None:
+    """Every fsync, file system flush and index commit (of ``writer``'s index connection) of the store, in ``events``,
+    in order; and each rename, as ``names`` says it, when given."""
     real_fsync, real_flush, real_replace = os.fsync, store_module.flush_file_system, os.replace
 
     def fsync(fd: int) -> None:
@@ -40,16 +39,45 @@ def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
         events.append("flush")
         real_flush(fd, folder)
 
+    class Counted:
+        """The index connection, its commits counted (sqlite3.Connection's own methods cannot be replaced)."""
+
+        def __init__(self, db: object) -> None:
+            self._db = db
+
+        def __enter__(self) -> object:
+            return self._db.__enter__()  # type: ignore[attr-defined]
+
+        def __exit__(self, *exc: object) -> object:
+            events.append("commit")
+            return self._db.__exit__(*exc)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._db, name)
+
     def replace(src: str, dst: Path) -> None:
-        events.append(f"name {Path(dst).name}")
+        assert names is not None
+        events.append(names(Path(dst)))
         real_replace(src, dst)
 
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(store_module, "flush_file_system", flush)
+    if names is not None:
+        monkeypatch.setattr(os, "replace", replace)
+    if writer is not None:
+        monkeypatch.setattr(writer, "_db", Counted(writer._db))  # type: ignore[attr-defined]
+
+
+def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if store_module._syncfs() is None:
+        pytest.skip("no syncfs here: each file is fsynced as it is written")
+    store, sweep, cell, result = _recording(tmp_path, artifacts=12)
+    events: list[str] = []
     with store.writer(sweep.id) as w:
         w.save_sweep(sweep)
         w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
-        monkeypatch.setattr(os, "fsync", fsync)
-        monkeypatch.setattr(store_module, "flush_file_system", flush)
-        monkeypatch.setattr(os, "replace", replace)
+        _counting_disk(monkeypatch, events, names=lambda dst: f"name {dst.name}")
         assert w.record_attempt(sweep, result)
         monkeypatch.undo()
     names = [e for e in events if e.startswith("name ")]
@@ -204,41 +232,6 @@ def test_without_syncfs_each_file_is_fsynced_as_it_is_written(tmp_path: Path, mo
     assert len(synced) == 5 and all((tmp_path / f"f{i}").read_bytes() == b"x" for i in range(5))
 
 
-def _counting_disk(monkeypatch: pytest.MonkeyPatch, events: list[str], writer: object = None) -> None:
-    """Every fsync, file system flush and index commit (of ``writer``'s index connection) of the store, in ``events``,
-    in order."""
-    real_fsync, real_flush = os.fsync, store_module.flush_file_system
-
-    def fsync(fd: int) -> None:
-        events.append("fsync")
-        real_fsync(fd)
-
-    def flush(fd: int, folder: Path) -> None:
-        events.append("flush")
-        real_flush(fd, folder)
-
-    class Counted:
-        """The index connection, its commits counted (sqlite3.Connection's own methods cannot be replaced)."""
-
-        def __init__(self, db: object) -> None:
-            self._db = db
-
-        def __enter__(self) -> object:
-            return self._db.__enter__()  # type: ignore[attr-defined]
-
-        def __exit__(self, *exc: object) -> object:
-            events.append("commit")
-            return self._db.__exit__(*exc)  # type: ignore[attr-defined]
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._db, name)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(store_module, "flush_file_system", flush)
-    if writer is not None:
-        monkeypatch.setattr(writer, "_db", Counted(writer._db))  # type: ignore[attr-defined]
-
-
 def test_an_attempt_recorded_with_its_grade_takes_one_index_commit_and_one_journal_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.dispatch import _grader
@@ -300,14 +293,8 @@ def test_a_grade_reaches_the_disk_in_one_flush_before_grade_json_has_its_name(
     folder = tmp_path / "attempt-1"
     folder.mkdir()
     events: list[str] = []
-    real_replace = os.replace
-
-    def replace(src: str, dst: Path) -> None:
-        events.append(f"name {Path(dst).name} ({(folder / 'grades.jsonl').read_text().count(chr(10))} lines)")
-        real_replace(src, dst)
-
-    _counting_disk(monkeypatch, events)
-    monkeypatch.setattr(os, "replace", replace)
+    _counting_disk(monkeypatch, events, names=lambda dst: (
+        f"name {dst.name} ({(folder / 'grades.jsonl').read_text().count(chr(10))} lines)"))
     write_grade_files(folder, Grade(grade="DELIVERED", outcome="none"))
     monkeypatch.undo()
     assert events == ["flush", "name grade.json (1 lines)"], events
