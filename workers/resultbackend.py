@@ -65,9 +65,16 @@ result, stored already, of a task delivered again) takes Celery's path, which de
 
 
 class RedisBackend(_CeleryRedisBackend):
-    """Celery's Redis backend (``redis://``, ``rediss://``), with ``_store_result`` as one script call."""
+    """Celery's Redis backend (``redis://``, ``rediss://``), with ``_store_result`` as one script call, and no
+    subscription of the sender to each task's result (``on_task_call``)."""
 
     _store_script: Any = None
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        """Nothing: Celery's subscribes the sender to the task's result channel here, for ``AsyncResult.get()``. The
+        coordinator never calls it: it waits on its own subscription (``harness.wakeup``) and reads results with GET.
+        Celery's subscription only cost each send a SUBSCRIBE (and each result an UNSUBSCRIBE when it was dropped) and
+        had Redis push every result to a connection nobody read, where they piled up."""
 
     def _store_result(self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None,
                       **kwargs: Any) -> Any:

@@ -178,3 +178,35 @@ def test_a_restarted_redis_that_lost_the_script_still_stores(tmp_path) -> None:
         assert backend.decode_result(client.get(backend.get_key_for_task(done)))["status"] == "SUCCESS"
     finally:
         server.stop()
+
+
+def test_sending_a_task_subscribes_nobody_to_its_result(redis_server) -> None:
+    """Celery's backend subscribed the sender to each sent task's result channel (for AsyncResult.get, which the
+    coordinator never calls): a SUBSCRIBE per attempt sent, and Redis pushed every result onto a connection nobody
+    read. The coordinator hears results on its own subscription (harness.wakeup) and reads them with GET."""
+    import threading
+    import time
+
+    app = Celery("send-test", set_as_current=False)
+    app.loader.override_backends = {**app.loader.override_backends, "redis": "workers.resultbackend:RedisBackend"}
+    app.conf.update(broker_url=redis_server.url, result_backend=redis_server.url, task_serializer="json",
+                    accept_content=["json"], result_accept_content=["json"])
+    assert isinstance(app.backend, RedisBackend)
+    client = redis.Redis.from_url(redis_server.url)
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    try:
+        sent = [app.send_task("fleet.nothing", args=[i], queue=queue) for i in range(3)]
+        time.sleep(0.3)  # a SUBSCRIBE goes out without waiting for Redis's answer: give it time to land
+        channels = [app.backend.get_key_for_task(r.id) for r in sent]
+        assert client.pubsub_numsub(*channels) == [(c, 0) for c in channels]
+        assert client.llen(queue) == 3  # the tasks did go out
+        # Whoever does wait on a result (AsyncResult.get) is subscribed then, and still gets it: one stored before the
+        # wait (read at once), and one stored while it waits (heard on the channel).
+        app.backend.store_result(sent[0].id, {"n": 0}, "SUCCESS")
+        assert sent[0].get(timeout=5) == {"n": 0}
+        later = threading.Timer(0.5, lambda: app.backend.store_result(sent[1].id, {"n": 1}, "SUCCESS"))
+        later.start()
+        assert sent[1].get(timeout=5) == {"n": 1}
+    finally:
+        client.delete(queue)
+        app.close()
