@@ -103,3 +103,24 @@ def test_taking_and_renewing_a_lease_is_one_command_each_on_redis_s_own_clock(re
     assert slots.try_acquire("tower1", 1) is None  # the one slot is held
     lease.release()
     assert slots.try_acquire("tower1", 1) is not None
+
+
+def test_leases_are_renewed_by_one_thread_and_a_released_one_is_never_taken_back(redis_server: RedisServer) -> None:
+    """Taking a slot starts no thread of its own (one was most of taking a slot, on every attempt's start): one
+    renewer keeps every lease of the backend alive, and never renews one that was released."""
+    import threading
+
+    slots = RedisSlots(redis_server.url, namespace=uuid.uuid4().hex[:8], ttl=1.5)
+    other = RedisSlots(redis_server.url, namespace=slots.namespace, ttl=1.5)
+    before = threading.active_count()
+    leases = [slots.try_acquire(f"h{i}", 1) for i in range(5)]
+    assert all(lease is not None for lease in leases)
+    assert threading.active_count() <= before + 1  # one renewer for the five, not a thread each
+    time.sleep(3.5)  # more than two TTLs: each lease lives on only if it was renewed
+    assert [other.try_acquire(f"h{i}", 1) for i in range(5)] == [None] * 5
+    for lease in leases:
+        assert lease is not None
+        lease.release()
+    time.sleep(1.0)  # past the renewer's next round (TTL/3)
+    taken = [other.try_acquire(f"h{i}", 1) for i in range(5)]
+    assert all(lease is not None for lease in taken), "a released slot was renewed and taken back"
