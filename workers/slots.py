@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -116,11 +117,18 @@ class _Renewer:
     otherwise sit idle for up to the TTL after every outage).
 
     One thread, not one per lease: starting a thread was most of taking a slot (0.3 of its 0.5 ms), on the path of
-    every attempt's start. The thread starts with the first lease a process holds (a pool process forked from a
-    worker that held one starts its own)."""
+    every attempt's start. It runs while the process holds a lease (or has one to free), and ends when it holds
+    none. Redis is never called under the lock: a Redis that does not answer (5 s per call) must not hold up taking
+    or giving back a slot. A process forked from one that holds leases holds none of them (``_forked``)."""
 
     def __init__(self, slots: "RedisSlots") -> None:
         self._slots = slots
+        self._forked()
+        _RENEWERS.add(self)
+
+    def _forked(self) -> None:
+        """Fresh state: at the start, and in a child of fork() (the parent's leases, its lock as the fork found it and
+        its thread are the parent's)."""
         self._lock = threading.Lock()
         self._held: dict[str, _RedisLease] = {}
         self._unfreed: dict[str, tuple[_RedisLease, float]] = {}  # released while Redis was away: until when to try
@@ -130,7 +138,7 @@ class _Renewer:
     def hold(self, lease: _RedisLease) -> None:
         with self._lock:
             self._held[lease._id] = lease
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="slot-leases", daemon=True)
                 self._thread.start()
 
@@ -141,6 +149,9 @@ class _Renewer:
     def free_later(self, lease: _RedisLease, until: float) -> None:
         with self._lock:
             self._unfreed[lease._id] = (lease, until)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="slot-leases", daemon=True)
+                self._thread.start()
         self._wake.set()
 
     def _run(self) -> None:
@@ -148,18 +159,23 @@ class _Renewer:
         while True:
             with self._lock:
                 held, unfreed = list(self._held.values()), list(self._unfreed.items())
+                if not held and not unfreed:
+                    self._thread = None  # hold() starts another
+                    return
             wait = ttl / 3
             for lease in held:
-                # Under the lock, and only if still held: a renewal of a lease released meanwhile would take its slot
-                # again (the script takes back a lease Redis lost) and keep the host idle for a TTL. release() drops the
-                # lease (waiting for a renewal under way) before it gives the slot back.
+                try:
+                    self._slots._renew(keys=[lease._key], args=[ttl, lease._host_slots, lease._id])
+                except Exception:  # noqa: BLE001 - Redis is away: try again soon, the TTL is the backstop
+                    wait = min(1.0, ttl / 3)
+                    continue
                 with self._lock:
-                    if lease._id not in self._held:
-                        continue
-                    try:
-                        self._slots._renew(keys=[lease._key], args=[ttl, lease._host_slots, lease._id])
-                    except Exception:  # noqa: BLE001 - Redis is away: try again soon, the TTL is the backstop
-                        wait = min(1.0, ttl / 3)
+                    dropped = lease._id not in self._held
+                if dropped:
+                    # Released while this renewal was under way: the renewal may have come after the release's ZREM
+                    # and taken the slot again (the script takes back a lease Redis lost), which would keep the host
+                    # idle for a TTL. Given back again.
+                    self.free_later(lease, time.monotonic() + ttl)
             for lease_id, (lease, until) in unfreed:
                 try:
                     self._slots.client.zrem(lease._key, lease._id)
@@ -168,9 +184,22 @@ class _Renewer:
                         wait = min(wait, 0.5, ttl / 3)
                         continue
                 with self._lock:
-                    self._unfreed.pop(lease_id, None)
+                    if self._unfreed.get(lease_id, (None, 0.0))[1] == until:
+                        del self._unfreed[lease_id]
             self._wake.wait(wait)
             self._wake.clear()
+
+
+_RENEWERS: "weakref.WeakSet[_Renewer]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for renewer in list(_RENEWERS):
+        renewer._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RedisSlots(Slots):

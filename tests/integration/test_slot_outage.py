@@ -107,20 +107,49 @@ def test_taking_and_renewing_a_lease_is_one_command_each_on_redis_s_own_clock(re
 
 def test_leases_are_renewed_by_one_thread_and_a_released_one_is_never_taken_back(redis_server: RedisServer) -> None:
     """Taking a slot starts no thread of its own (one was most of taking a slot, on every attempt's start): one
-    renewer keeps every lease of the backend alive, and never renews one that was released."""
+    renewer keeps every lease of the backend alive, gives back none it should not, and ends once none is held."""
     import threading
 
-    slots = RedisSlots(redis_server.url, namespace=uuid.uuid4().hex[:8], ttl=1.5)
-    other = RedisSlots(redis_server.url, namespace=slots.namespace, ttl=1.5)
-    before = threading.active_count()
+    def renewers() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "slot-leases")
+
+    slots = RedisSlots(redis_server.url, namespace=uuid.uuid4().hex[:8], ttl=3.0)
+    other = RedisSlots(redis_server.url, namespace=slots.namespace, ttl=3.0)
+    before = renewers()
     leases = [slots.try_acquire(f"h{i}", 1) for i in range(5)]
-    assert all(lease is not None for lease in leases)
-    assert threading.active_count() <= before + 1  # one renewer for the five, not a thread each
-    time.sleep(3.5)  # more than two TTLs: each lease lives on only if it was renewed
-    assert [other.try_acquire(f"h{i}", 1) for i in range(5)] == [None] * 5
-    for lease in leases:
-        assert lease is not None
+    taken: list = []
+    try:
+        assert all(lease is not None for lease in leases)
+        assert renewers() == before + 1  # one renewer for the five, not a thread each
+        time.sleep(7.0)  # more than two TTLs: each lease lives on only if it was renewed
+        assert [other.try_acquire(f"h{i}", 1) for i in range(5)] == [None] * 5
+        for lease in leases:
+            assert lease is not None
+            lease.release()
+        time.sleep(1.5)  # past the renewer's next round (TTL/3): nothing renewed the released leases
+        taken = [other.try_acquire(f"h{i}", 1) for i in range(5)]
+        assert all(lease is not None for lease in taken), "a released slot was renewed and taken back"
+        assert slots._renewer._thread is None  # it ended with the last lease
+    finally:
+        for lease in leases + taken:
+            if lease is not None:
+                lease.release()
+
+
+def test_a_forked_process_renews_none_of_its_parents_leases(redis_server: RedisServer) -> None:
+    """A child of fork() (a pool process of a worker) holds none of the parent's leases: renewing them would keep the
+    parent's slots taken after the parent gave them back."""
+    import os
+
+    slots = RedisSlots(redis_server.url, namespace=uuid.uuid4().hex[:8], ttl=30.0)
+    lease = slots.try_acquire("h", 1)
+    assert lease is not None
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: nothing held, no renewer of its own running
+            renewer = slots._renewer
+            os._exit(0 if not renewer._held and renewer._thread is None and not renewer._lock.locked() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
         lease.release()
-    time.sleep(1.0)  # past the renewer's next round (TTL/3)
-    taken = [other.try_acquire(f"h{i}", 1) for i in range(5)]
-    assert all(lease is not None for lease in taken), "a released slot was renewed and taken back"
