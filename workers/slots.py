@@ -156,7 +156,13 @@ class _Renewer:
 
     def _run(self) -> None:
         ttl = self._slots.ttl
+        wait = ttl / 3
         while True:
+            # A lease is taken with a TTL: its first renewal is due a third of it later, not at once (a renewal on the
+            # heels of every take was a second command on the path of an attempt's start). A lease given back while
+            # Redis was away wakes the thread at once (free_later).
+            self._wake.wait(wait)
+            self._wake.clear()
             with self._lock:
                 held, unfreed = list(self._held.values()), list(self._unfreed.items())
                 if not held and not unfreed:
@@ -186,8 +192,6 @@ class _Renewer:
                 with self._lock:
                     if self._unfreed.get(lease_id, (None, 0.0))[1] == until:
                         del self._unfreed[lease_id]
-            self._wake.wait(wait)
-            self._wake.clear()
 
 
 _RENEWERS: "weakref.WeakSet[_Renewer]" = weakref.WeakSet()
