@@ -138,9 +138,7 @@ class _Renewer:
     def hold(self, lease: _RedisLease) -> None:
         with self._lock:
             self._held[lease._id] = lease
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="slot-leases", daemon=True)
-                self._thread.start()
+            self._start_locked()
 
     def drop(self, lease: _RedisLease) -> None:
         with self._lock:
@@ -149,10 +147,14 @@ class _Renewer:
     def free_later(self, lease: _RedisLease, until: float) -> None:
         with self._lock:
             self._unfreed[lease._id] = (lease, until)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="slot-leases", daemon=True)
-                self._thread.start()
+            self._start_locked()
         self._wake.set()
+
+    def _start_locked(self) -> None:
+        """The thread, started if none runs (under the lock: the thread decides under it to end)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="slot-leases", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         ttl = self._slots.ttl

@@ -25,6 +25,12 @@ def _recording(tmp_path: Path, artifacts: int):  # type: ignore[no-untyped-def]
     return store, sweep, cell, result
 
 
+def _dispatched(w, sweep, cell) -> None:  # type: ignore[no-untyped-def]
+    """The sweep saved and its cell's attempt 1 dispatched: what comes before its result is recorded."""
+    w.save_sweep(sweep)
+    w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+
+
 def _counting_disk(monkeypatch: pytest.MonkeyPatch, events: list[str], writer: object = None,
                    names: Callable[[Path], str] | None = None) -> None:
     """Every fsync, file system flush and index commit (of ``writer``'s index connection) of the store, in ``events``,
@@ -75,8 +81,7 @@ def test_an_attempts_files_reach_the_disk_in_one_flush_before_any_has_its_name(
     store, sweep, cell, result = _recording(tmp_path, artifacts=12)
     events: list[str] = []
     with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        _dispatched(w, sweep, cell)
         _counting_disk(monkeypatch, events, names=lambda dst: f"name {dst.name}")
         assert w.record_attempt(sweep, result)
         monkeypatch.undo()
@@ -97,8 +102,7 @@ def test_a_delivery_whose_write_fails_half_way_leaves_no_file_and_stays_dispatch
     replace, _ = replace_failing_at(4)
 
     with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        _dispatched(w, sweep, cell)
         monkeypatch.setattr(os, "replace", replace)
         with pytest.raises(StoreError, match="cannot write .*f3.txt: No space left on device"):
             w.record_attempt(sweep, result)
@@ -241,8 +245,7 @@ def test_an_attempt_recorded_with_its_grade_takes_one_index_commit_and_one_journ
     store, sweep, cell, result = _recording(tmp_path, artifacts=3)
     events: list[str] = []
     with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        _dispatched(w, sweep, cell)
         journal = store.sweep_dir(sweep.id) / "journal.jsonl"
         before = journal.read_text().count("\n")
         _counting_disk(monkeypatch, events, w)
@@ -273,8 +276,7 @@ def test_a_grade_that_cannot_be_made_leaves_the_attempt_recorded_ungraded(tmp_pa
         raise StoreError(f"{folder / 'checks.json'}: not valid JSON")
 
     with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        _dispatched(w, sweep, cell)
         graded = w.record_graded(sweep, result, grader)
     assert graded is not None and graded.grade is None and "checks.json" in str(graded.error)
     summary = store.load_sweep(sweep.id).attempts[cell.id][0]
@@ -310,8 +312,7 @@ def test_an_attempt_whose_index_write_fails_keeps_no_line_of_its_grade(
 
     store, sweep, cell, result = _recording(tmp_path, artifacts=1)
     with store.writer(sweep.id) as w:
-        w.save_sweep(sweep)
-        w.dispatched(sweep, cell.id, AttemptSummary(attempt=1, task_id="t", status="dispatched"))
+        _dispatched(w, sweep, cell)
 
         def locked(*statements: object) -> None:
             raise StoreError(f"{store.root / 'index.sqlite'}: database is locked")
