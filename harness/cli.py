@@ -616,7 +616,7 @@ def _show_grade(folder: Path, override: str) -> None:
 @cli.command()
 @click.option("--hosts", help="Comma-separated host names whose queues to consume (default: all).")
 @common_inventory
-@click.option("--concurrency", type=int, default=None, help="Pool size (default: the hosts' slots added up).")
+@click.option("--concurrency", type=int, default=None, help="Pool size (default: the hosts' slots added up, plus one per host for the attempt that waits for a slot).")
 @click.option("--loglevel", default="INFO", show_default=True, help="Celery's log level: DEBUG, INFO, WARNING, ERROR.")
 @click.option("--name", default="fleet", show_default=True, help="Worker node name (NAME@this-machine), kept in each attempt's meta.")
 @common_broker
@@ -639,9 +639,9 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
         inv = load_inventory(inventory)
         chosen = inv.select(names)
         names = [h.name for h in chosen]
-        total = sum(h.slots for h in chosen)
+        total = sum(h.slots + 1 for h in chosen)
     else:
-        total = len(names)
+        total = 2 * len(names)
     # The worker's own settings reach its tasks through this call (pool processes fork after it), not the environment.
     app = configure(settings, worker=True)
     queues = ",".join(queue_for(n, settings.namespace) for n in names)

@@ -328,6 +328,11 @@ class Coordinator:
                         outage=self._outage(), watch=self._watch(app, inventory),
                     )
                     if not self.settings.embedded:
+                        # One attempt more than its slots per host: it waits in a worker for the slot the host's
+                        # last agent gives back, so the next agent starts while the last attempt is collected and
+                        # recorded (a third of the host's wait between two agents). The embedded worker's threads run
+                        # beside this process, on the same cores: nothing to gain there.
+                        d.ahead = 1
                         broker = self.settings.broker_url
                         d.withdraw = lambda queue, task_ids: withdraw(app, broker, queue, task_ids)
                     if self.settings.embedded:

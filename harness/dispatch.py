@@ -1,8 +1,10 @@
 """The coordinator's loop: send attempts to host queues, gather results, retry harness failures.
 
-- At most ``slots`` attempts of this sweep are in flight per host, so every host's queue stays short
-  and each host gets work as soon as it frees (the workers' slot leases enforce the limit across
-  sweeps, processes and machines; this only keeps the fleet busy without piling up).
+- At most ``slots`` attempts of this sweep are in flight per host, plus ``ahead`` (1 on Redis), so every host's
+  queue stays short and each host gets work as soon as it frees (the workers' slot leases enforce the limit across
+  sweeps, processes and machines; this only keeps the fleet busy without piling up). The one sent ahead waits in a
+  worker for a slot, which the host's earlier attempt gives back as soon as its agent ended and its workspace is packed
+  (and checked): the next agent starts while the earlier attempt is collected and recorded.
 - An attempt that ``harness.failures.classify`` calls a retried harness failure (its own status, or its
   grade: a real agent that left no transcript, a dead shell) is tried again as a new attempt after a
   backoff, up to the cell's last allowed attempt; every attempt is kept. Any other result is final: a
@@ -129,6 +131,9 @@ class Dispatcher:
     """Takes tasks given up on back from a host's queue (``harness.noworker.withdraw``)."""
     blobs: "BlobStore | None" = None
     """Where large artifacts of results are kept beside them (harness/blobs.py; Redis backends only)."""
+    ahead: int = 0
+    """Attempts sent to a host beyond its slots, each waiting in a worker for the slot the host's earlier attempt
+    gives back when its agent ends."""
     wakeup: Wakeup = field(default_factory=Sleep)
     """How the loop waits ``poll_s`` between looks: woken early when a result is stored (``harness.wakeup``)."""
 
@@ -213,7 +218,7 @@ class Dispatcher:
     def _dispatch_host(self, host: str) -> None:
         queue = self._waiting.get(host)
         slots = self.inventory.hosts[host].slots
-        while queue and self._per_host[host] < slots:
+        while queue and self._per_host[host] < slots + self.ahead:
             cell, attempt = queue.popleft()
             self._send(cell, attempt)
 
@@ -221,8 +226,12 @@ class Dispatcher:
         """Hand the watch the hosts whose attempts wait on their queue unstarted; give up on those it returns."""
         assert self.watch is not None
         waiting: dict[str, Waiting] = {}
+        # A host with an attempt started has a worker on its queue: one sent ahead of its slots waits on the queue
+        # for the started one's end (a worker whose pool holds one per slot), and asking the workers (1 s) would
+        # tell nothing new.
+        served = {f.cell.host for f in self._in_flight.values() if f.started}
         for f in self._in_flight.values():
-            if not f.started:
+            if not f.started and f.cell.host not in served:
                 w = waiting.get(f.cell.host)
                 waiting[f.cell.host] = Waiting(min(w.since, f.sent_at), w.count + 1) if w else Waiting(f.sent_at, 1)
         for host in self.watch.check(waiting):
@@ -276,6 +285,10 @@ class Dispatcher:
         task_id = task_id_for(self.sweep.id, cell.id, attempt, self.sweep.uid)
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
+        # Sent ahead (every slot of the host taken): it waits in its worker for a slot, up to the longest timeout of
+        # the host's attempts in flight, before its own time starts.
+        waits = (max((self.sweep.items[f.cell.item].timeout_s for f in self._in_flight.values() if f.cell.host == cell.host),
+                     default=0) if self._per_host[cell.host] >= self.inventory.hosts[cell.host].slots else 0)
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle. Written, not
         # flushed: the last attempt's record flushes it right after (or sync_journal before the loop waits), and the
         # host does not wait for a disk flush between two agents (store.SweepWriter.dispatched).
@@ -290,8 +303,8 @@ class Dispatcher:
                 args=args,
                 task_id=task_id,
                 # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
-                soft_time_limit=item.timeout_s + 600,
-                time_limit=task_time_limit(item.timeout_s),
+                soft_time_limit=waits + item.timeout_s + 600,
+                time_limit=waits + task_time_limit(item.timeout_s),
                 # What logs, `celery inspect` and monitors show of the task: its cell and attempt. Celery's own is a
                 # repr of the whole request (the agent's env, the prompt), made on the path of every send (0.2 ms
                 # and more of each host's wait between two agents).

@@ -29,6 +29,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from harness.errors import (AgentMissing, AgentNotStarted, ArtifactCorrupt, HostLost, HostUnreachable,
                             InfrastructureError, SupervisionLost)
@@ -252,6 +253,7 @@ class _Attempt:
         self.key = secrets.token_hex(32)
         self.marker = secrets.token_hex(16)
         self.slot = slot
+        self.on_host_free: Callable[[], None] | None = None
         self.fleet = ""
         """``WORKDIR/.fleet`` on the host (deliveries/, running/)."""
         self.beats = 0
@@ -838,6 +840,8 @@ class _Attempt:
             self.pack_now()
             if self.req.checks:
                 self.run_checks()
+            if self.on_host_free is not None:
+                self.on_host_free()
             self.collect()
         except InfrastructureError as exc:
             res.status = "harness_failure"
@@ -876,13 +880,14 @@ class _Attempt:
 
 def run_attempt(
     transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = "",
-    slot: str | None = None,
+    slot: str | None = None, on_host_free: "Callable[[], None] | None" = None,
 ) -> AttemptResult:
     """Run one attempt to the end and return its result (a harness failure is a result, not an exception).
 
     ``slot`` names the host slot this worker holds, when its slots backend knows it (``Lease.slot``): the attempt then
     first ends whatever that slot's earlier holder left running on the host."""
     attempt = _Attempt(transport, req, adapter, timing, worker, slot)
+    attempt.on_host_free = on_host_free
     with _running_lock:
         _running.add(attempt)
     try:

@@ -1368,16 +1368,21 @@ def _supervise(req, here, lock, set_subreaper=None, prepared=None, answered=None
                     signal.setitimer(signal.ITIMER_REAL, 0)
         except Exception as exc:  # noqa - the worker packs again itself; the reason stays in launcher.log
             sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
+        _unlink_quietly(entry_path)
         try:
             _with_reserve(here, lambda: _write_json(os.path.join(here, "packed.json"), sign(key, packed), durable=False))
             wake()
         except OSError:
             pass
+    _unlink_quietly(entry_path)
+    return 0
+
+
+def _unlink_quietly(path):
     try:
-        os.unlink(entry_path)
+        os.unlink(path)
     except OSError:
         pass
-    return 0
 
 
 # -- kill and reap ---------------------------------------------------------------------------------------------

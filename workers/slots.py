@@ -94,17 +94,35 @@ return 0
 """
 
 
+# A lease given back says so on the host's free list, where a worker waiting for a slot blocks (BLPOP): the next attempt
+# on the host takes the slot within a round trip of its release, not after its next look. A word nobody waited for
+# stays on the list (at most one per slot, for a minute) and costs a waiter one look that finds no slot.
+_RELEASE = """
+local key, free, id, slots = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2])
+if redis.call('ZREM', key, id) == 1 then
+  redis.call('LPUSH', free, '1')
+  redis.call('LTRIM', free, 0, slots - 1)
+  redis.call('PEXPIRE', free, 60000)
+end
+return 1
+"""
+
+
 class _RedisLease(Lease):
     """A held slot, renewed by its backend's renewer (``_Renewer``) every TTL/3 until it is released."""
 
     def __init__(self, slots: "RedisSlots", key: str, lease_id: str, host_slots: int = 1) -> None:
         self._slots, self._key, self._id, self._host_slots = slots, key, lease_id, host_slots
+        self._released = False
         slots._renewer.hold(self)
 
     def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
         self._slots._renewer.drop(self)
         try:
-            self._slots.client.zrem(self._key, self._id)
+            self._slots.give_back(self)
         except Exception:  # noqa: BLE001 - Redis is away: the renewer frees the slot once it is back
             self._slots._renewer.free_later(self, time.monotonic() + self._slots.ttl)
 
@@ -186,7 +204,7 @@ class _Renewer:
                     self.free_later(lease, time.monotonic() + ttl)
             for lease_id, (lease, until) in unfreed:
                 try:
-                    self._slots.client.zrem(lease._key, lease._id)
+                    self._slots.give_back(lease)
                 except Exception:  # noqa: BLE001 - still away; the lease expires on its own at the end
                     if time.monotonic() < until:
                         wait = min(wait, 0.5, ttl / 3)
@@ -217,10 +235,50 @@ class RedisSlots(Slots):
         self.ttl = ttl
         self._acquire = self.client.register_script(_ACQUIRE)
         self._renew = self.client.register_script(_RENEW)
+        self._release = self.client.register_script(_RELEASE)
+        self._blocking_wait = True
         self._renewer = _Renewer(self)
 
     def key(self, host: str) -> str:
         return f"fleet:{self.namespace}:slots:{host}" if self.namespace else f"fleet:slots:{host}"
+
+    @staticmethod
+    def free_key(key: str) -> str:
+        """The host's free list: a word on it for each lease given back, for ``acquire`` to wait on."""
+        return key + ":free"
+
+    def give_back(self, lease: "_RedisLease") -> None:
+        """Remove the lease, and if it was there, say so on the host's free list (one round trip)."""
+        self._release(keys=[lease._key, self.free_key(lease._key)], args=[lease._id, lease._host_slots])
+
+    def acquire(self, host: str, slots: int, timeout: float | None = None, poll: float = 0.25) -> Lease | None:
+        """Wait for a slot as ``Slots.acquire`` does, but between looks block on the host's free list (BLPOP) for as
+        long as the look's wait: a release wakes the wait at once. A lease that expired (its worker died) says
+        nothing: the looks find its slot free."""
+        import redis
+
+        end = None if timeout is None else time.monotonic() + timeout
+        wait = min(0.005, poll)
+        free = self.free_key(self.key(host))
+        while True:
+            lease = self.try_acquire(host, slots)
+            if lease is not None:
+                return lease
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return None
+            step = wait if end is None else min(wait, end - now)
+            if self._blocking_wait:
+                try:
+                    self.client.blpop([free], timeout=max(step, 0.01))
+                except redis.exceptions.ResponseError:
+                    self._blocking_wait = False  # a Redis before 6 takes whole seconds only: look at intervals
+                    time.sleep(step)
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    time.sleep(step)
+            else:
+                time.sleep(step)
+            wait = min(wait * 2, poll)
 
     def try_acquire(self, host: str, slots: int) -> Lease | None:
         lease_id = uuid.uuid4().hex

@@ -155,7 +155,11 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         transport = _transport(req.host)
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
         slot = lease.slot if lease is not None else None
-        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot)
+        # The agent's tree is gone and its workspace packed (and checked): the host's slot goes to the next attempt
+        # then (on_host_free), while this one reads its delivery and stores its result, which no host waits for. The
+        # release below finds it released.
+        result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot,
+                             on_host_free=lease.release if lease is not None else None)
         # Large artifacts go beside the result on Redis as raw bytes, not base64 inside it (harness/blobs.py).
         from harness.blobs import blobs_for
 

@@ -80,3 +80,39 @@ def test_what_recording_imports_is_loaded_before_the_first_attempt_goes_out(monk
     loaded: list[bool] = []
     _dispatch(monkeypatch, (1,), [], sent=lambda: loaded.append("harness.grading" in sys.modules))
     assert loaded == [True]
+
+
+def test_one_attempt_more_than_its_slots_goes_to_a_host_and_its_time_limits_cover_the_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``ahead`` 1 (Redis) a one-slot host gets two attempts at once: the second waits in a worker for the slot the
+    first gives back when its agent ends, so the next agent starts while the first attempt is collected. Its hard and
+    soft time limits count the first one's timeout on top of its own (it may wait that long before its own time
+    starts); the first one's do not."""
+    assert HOST.slots == 1
+    long_item = ITEM.model_copy(update={"id": "08-long", "timeout_s": 3000})
+    sent: list[dict] = []
+
+    class App:
+        def send_task(self, name: str, **kwargs: object) -> SimpleNamespace:
+            sent.append(kwargs)
+            return SimpleNamespace(id=kwargs["task_id"])
+
+    monkeypatch.setattr(Dispatcher, "_request", lambda self, cell, attempt, task_id: SimpleNamespace(
+        model_dump=lambda mode: {}))
+    writer = SimpleNamespace(dispatched=lambda *a, **k: None)
+    cells = [Cell(id=Cell.make_id(HOST.name, item.id, HOST.default_agent, 1), host=HOST.name, item=item.id,
+                  agent=HOST.default_agent, rep=1, seed=1) for item in (long_item, ITEM, ITEM)]
+    d = Dispatcher(app=App(), writer=writer,  # type: ignore[arg-type]
+                   sweep=SimpleNamespace(id="s1", uid="", items={ITEM.id: ITEM, long_item.id: long_item}),  # type: ignore[arg-type]
+                   inventory=SimpleNamespace(hosts={HOST.name: HOST}), ahead=1)  # type: ignore[arg-type]
+    d._waiting[HOST.name].extend((c, 1) for c in cells)
+    d._dispatch_host(HOST.name)
+    assert len(sent) == 2 and len(d._waiting[HOST.name]) == 1
+    first, second = sent
+    assert (first["time_limit"], first["soft_time_limit"]) == (3000 + 900, 3000 + 600)
+    assert (second["time_limit"], second["soft_time_limit"]) == (3000 + 60 + 900, 3000 + 60 + 600)
+    plain = Dispatcher(app=App(), writer=writer, sweep=d.sweep, inventory=d.inventory)  # ahead 0: the embedded worker
+    plain._waiting[HOST.name].extend((c, 1) for c in cells)
+    sent.clear()
+    plain._dispatch_host(HOST.name)
+    assert len(sent) == 1

@@ -192,6 +192,37 @@ def test_slots_one_holds_across_two_worker_processes(tmp_path, ssh_hosts, client
     assert kinds == ["start", "end"] * (len(events) // 2), "two runs overlapped on a host with slots = 1"
 
 
+def test_a_hosts_next_attempt_waits_in_a_worker_and_starts_when_the_last_agent_ends(
+        tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
+    """On Redis a one-slot host gets one attempt more than its slot, and the worker's pool has room for it by default
+    (slots + 1 per host): the next attempt is sent while the last agent still runs, waits in the worker for the slot,
+    and takes it when that agent ended, not after its attempt was collected, stored and recorded. Two agents never
+    run at once."""
+    from datetime import datetime
+
+    host = ssh_hosts["charlie"]
+    ledger = tmp_path / "ledger.txt"
+    agent = ["sh", "-c", f'echo "start $(date +%s.%N)" >> {ledger}; sleep 0.5; echo "end $(date +%s.%N)" >> {ledger}']
+    inv = write_inventory(tmp_path / "inv.toml", [host.toml(client_key[0], agent=agent, slots=1)])
+    prompts = write_prompts(tmp_path / "prompts", {"01-a": "a\n", "02-b": "b\n", "03-c": "c\n"})
+    w = workers(["charlie"], inv)  # the default pool
+    assert len(w.pool_children()) == 2
+    runs = tmp_path / "runs"
+    p = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
+                     "--broker", redis_server.url], namespace)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    assert {c["status"] for c in json.loads(out)["cells"]} == {"finished"}
+    events = sorted((float(t), kind) for kind, t in (line.split() for line in ledger.read_text().splitlines()))
+    assert [k for _, k in events] == ["start", "end"] * 3, "two agents ran at once on a host with slots = 1"
+    record = json.loads((runs / json.loads(out)["sweep"] / "sweep.json").read_text())
+    sent = sorted(datetime.fromisoformat(a["dispatched_at"].replace("Z", "+00:00")).timestamp()
+                  for runs_ in record["attempts"].values() for a in runs_)
+    ends = [t for t, k in events if k == "end"]
+    # Each next attempt went out before the agent in front of it ended (it waited for the slot in the worker).
+    assert sent[1] < ends[0] and sent[2] < ends[1], (sent, ends)
+
+
 def test_two_coordinators_started_at_once_with_one_label_get_their_own_sweeps(
         tmp_path, ssh_hosts, client_key, redis_server, namespace, workers):
     """Same label, same second: each claims its own id, so task ids and the host's attempt folders differ and

@@ -156,3 +156,31 @@ def test_a_forked_process_renews_none_of_its_parents_leases(redis_server: RedisS
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     finally:
         lease.release()
+
+
+def test_a_worker_waiting_for_a_slot_takes_it_as_soon_as_it_is_given_back(redis_server: RedisServer) -> None:
+    """A waiter blocks on the host's free list between its looks: a release wakes it at once, where its looks, twice as
+    far apart each time, would have found the slot free a second or more after it was given back (the host idle)."""
+    import threading
+
+    host = f"h{uuid.uuid4().hex[:8]}"
+    holder, waiter = RedisSlots(redis_server.url), RedisSlots(redis_server.url)
+    lease = holder.try_acquire(host, 1)
+    assert lease is not None
+    got: list[float] = []
+    thread = threading.Thread(target=lambda: got.append(time.monotonic()) if waiter.acquire(host, 1, poll=5.0) else None)
+    thread.start()
+    time.sleep(1.5)  # the waiter's looks are 1.3 s apart by now
+    assert not got
+    released = time.monotonic()
+    lease.release()
+    thread.join(10)
+    assert got and got[0] - released < 0.2, got and got[0] - released
+    # A release nobody waited for leaves one word per slot, and a waiter that takes it only looks once more.
+    assert holder.client.llen(holder.free_key(holder.key(host))) == 0
+    for _ in range(3):
+        extra = holder.try_acquire(f"{host}-2", 1)
+        assert extra is not None
+        extra.release()
+    assert holder.client.llen(holder.free_key(holder.key(f"{host}-2"))) == 1
+    assert 0 < holder.client.pttl(holder.free_key(holder.key(f"{host}-2"))) <= 60000

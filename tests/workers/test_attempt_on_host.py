@@ -61,3 +61,78 @@ def test_a_host_whose_python_moved_to_another_version_still_starts_the_next_atte
     assert (second.status, second.exit_code) == ("finished", 0), second.error
     assert str(new) in t.memo.values(), t.memo
 
+
+
+AUDITED = """import sys
+log = open(sys.argv.pop(1), "a", buffering=1)
+def hook(event, args):
+    if event in ("os.remove", "os.rename"):
+        log.write("%s %s %s\\n" % (event, args[0], args[1] if event == "os.rename" else ""))
+sys.addaudithook(hook)
+code = sys.argv[sys.argv.index("-c") + 1]
+exec(compile(code, "boot", "exec"), {"__name__": "__main__"})
+"""
+
+
+def _audited_python(tmp_path: Path) -> tuple[str, Path]:
+    """A host python that runs what it is given under an audit hook, which logs every remove and rename of the
+    launcher and its supervisor (a fork keeps the hook) to a file, in order."""
+    log = tmp_path / "audit.log"
+    (tmp_path / "audited.py").write_text(AUDITED)
+    wrapper = tmp_path / "python-audited"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {tmp_path / "audited.py"} {log} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
+def test_the_host_is_given_back_once_its_agent_ended_and_before_the_result_is_collected(tmp_path: Path) -> None:
+    """``on_host_free`` (the task gives its slot back there) is called once, when the agent's tree is gone and its
+    workspace packed, and before the delivery is read: the host's next attempt starts while this one is collected. The
+    supervisor removes its running entry before it writes packed.json, so that next start never finds an earlier
+    holder of the slot to end (its reap waited for it in steps of 0.1 s)."""
+    python, audit = _audited_python(tmp_path)
+    host = _host(tmp_path, python, AgentConfig(kind="command", command=["sh", "-c", "echo hi > out.txt"]))
+    t = LocalTransport(host)
+    seen: list[dict] = []
+    gets = []
+    real_get = t.get
+
+    def get(path: str) -> bytes | None:
+        gets.append(path)
+        return real_get(path)
+
+    t.get = get  # type: ignore[method-assign]
+
+    def host_free() -> None:
+        fleet = Path(host.workdir) / ".fleet"
+        seen.append({"packed": sorted(p.parent.name for p in (fleet / "deliveries").glob("*/packed.json")),
+                     "running": sorted(p.name for p in (fleet / "running").glob("*.json")),
+                     "gets": len(gets)})
+
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, "a", 1), host=host.name, item=ITEM.id, agent="a", rep=1, seed=1)
+    req = AttemptRequest(sweep_id="s1", cell=cell, attempt=1, host=host, agent=host.agents["a"], item=ITEM,
+                         prompt="say hi", harness_commit="test")
+    result = run_attempt(t, req, adapter_for("a", host.agents["a"]), timing=FAST, on_host_free=host_free)
+    assert result.status == "finished", result.error
+    assert len(seen) == 1, seen
+    assert len(seen[0]["packed"]) == 1 and seen[0]["running"] == [], seen
+    assert seen[0]["gets"] == 0 and gets, (seen, gets)  # the bundle is read after the host was given back
+    assert any(a.name.endswith("out.txt") for a in result.artifacts), [a.name for a in result.artifacts]
+    events = audit.read_text().splitlines()
+    entry = next(i for i, e in enumerate(events) if e.startswith("os.remove ") and "/running/" in e)
+    packed = next(i for i, e in enumerate(events) if e.startswith("os.rename ") and e.endswith("/packed.json"))
+    assert entry < packed, events
+
+
+def test_a_host_whose_agent_never_started_is_not_given_back_early(tmp_path: Path) -> None:
+    """An attempt that failed before its agent ran (here: no such program) gives its slot back when the task ends,
+    as before: ``on_host_free`` is for an agent that ended."""
+    host = _host(tmp_path, sys.executable, AgentConfig(kind="command", command=["no-such-program-here"]))
+    t = LocalTransport(host)
+    called: list[bool] = []
+    cell = Cell(id=Cell.make_id(host.name, ITEM.id, "a", 1), host=host.name, item=ITEM.id, agent="a", rep=1, seed=1)
+    req = AttemptRequest(sweep_id="s1", cell=cell, attempt=1, host=host, agent=host.agents["a"], item=ITEM,
+                         prompt="say hi", harness_commit="test")
+    result = run_attempt(t, req, adapter_for("a", host.agents["a"]), timing=FAST, on_host_free=lambda: called.append(True))
+    assert result.status == "harness_failure", result
+    assert called == []
