@@ -143,6 +143,7 @@ class Dispatcher:
         self._seq = itertools.count()
         self._in_flight: dict[str, _InFlight] = {}
         self._per_host: dict[str, int] = defaultdict(int)
+        self._served_at: dict[str, float] = {}  # when each host last had an attempt started (the watch's clock)
         # Last attempt number each cell may reach in this run (the coordinator decides: resume keeps budgets).
         self._limit: dict[str, int] = {}
 
@@ -226,14 +227,18 @@ class Dispatcher:
         """Hand the watch the hosts whose attempts wait on their queue unstarted; give up on those it returns."""
         assert self.watch is not None
         waiting: dict[str, Waiting] = {}
-        # A host with an attempt started has a worker on its queue: one sent ahead of its slots waits on the queue
-        # for the started one's end (a worker whose pool holds one per slot), and asking the workers (1 s) would
-        # tell nothing new.
-        served = {f.cell.host for f in self._in_flight.values() if f.started}
+        # A host with an attempt started has a worker: one sent ahead of its slots waits (on the queue, or in a pool
+        # process for the slot) for the started one's end, so its wait counts from when its host last had one running;
+        # else every attempt longer than GRACE_S had the workers asked (1 s) when it ended.
+        now = time.monotonic()
         for f in self._in_flight.values():
-            if not f.started and f.cell.host not in served:
+            if f.started:
+                self._served_at[f.cell.host] = now
+        for f in self._in_flight.values():
+            if not f.started:
+                since = max(f.sent_at, self._served_at.get(f.cell.host, 0.0))
                 w = waiting.get(f.cell.host)
-                waiting[f.cell.host] = Waiting(min(w.since, f.sent_at), w.count + 1) if w else Waiting(f.sent_at, 1)
+                waiting[f.cell.host] = Waiting(min(w.since, since), w.count + 1) if w else Waiting(since, 1)
         for host in self.watch.check(waiting):
             self._give_up(host)
 

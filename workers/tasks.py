@@ -1,13 +1,15 @@
 """Celery tasks. One task: run one attempt of one cell on its host and return the result.
 
 The task is safe to deliver twice: the attempt folder on the host is made afresh, and the coordinator
-records a (cell, attempt) once. The host's slot is held for the whole run.
+records a (cell, attempt) once. The host's slot is held from before the agent starts until it ended and its workspace
+is packed (and checked): the host's next attempt, sent ahead to another pool process, takes it while this one is
+collected and its result stored.
 
 The task's settings (slot leases, start timeout) are the worker's own, given by ``workers.app.configure``.
 
 On a Redis result backend two of the task's round trips to Redis are made beside the attempt, by one thread of the
-process (``_beside``), not before or after it: storing STARTED (Celery's ``track_started`` stores it before the task
-runs) overlaps the slot's lease and the launcher's start, and the lease's release overlaps the result's store. Each
+process (``_beside``), not before or after it: storing STARTED (once the slot is held; Celery's ``track_started``
+stores it before the task runs) overlaps the launcher's start, and the lease's release overlaps the result's store. Each
 was a third of a millisecond of every gap between a host's two agents. STARTED is stored before the task returns
 (and one the task raised before is never stored, or cannot replace its final state); the release is left to the
 thread only when the attempt ended normally (a task that raises releases at once).
@@ -142,7 +144,7 @@ def _fresh_process(**_: object) -> None:
 @app.task(name=TASK_RUN_ATTEMPT, bind=True, acks_late=True, track_started=False)
 def run_attempt_task(self: Task, request: dict) -> dict:
     worker = self.request.hostname or ""
-    started = _store_started(self, worker)
+    started: Future | None = None
     lease = None
     settled = False
     try:
@@ -151,6 +153,9 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         req = AttemptRequest.model_validate(request)
         settings = current_settings()
         lease = slots_backend(settings).acquire(req.host.name, req.host.slots)
+        # STARTED once the slot is held: an attempt sent ahead of its host's slots waits for one here, and is not
+        # running (the coordinator's progress counts STARTED as running).
+        started = _store_started(self, worker)
         adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.

@@ -116,3 +116,31 @@ def test_one_attempt_more_than_its_slots_goes_to_a_host_and_its_time_limits_cove
     sent.clear()
     plain._dispatch_host(HOST.name)
     assert len(sent) == 1
+
+
+def test_an_attempt_sent_ahead_waits_for_its_slot_without_the_workers_being_asked_about_its_queue() -> None:
+    """The no-worker watch asks the workers (a 1 s broadcast) about a host whose attempt waited unstarted for 5 s. One
+    sent ahead waits as long as the attempt in front of it runs: its wait counts from when its host last had an
+    attempt started, so it is not due while that one runs, nor at once when it ends."""
+    import time
+
+    seen: list[dict] = []
+    watch = SimpleNamespace(check=lambda waiting: seen.append(dict(waiting)) or [])
+    d = Dispatcher(app=SimpleNamespace(), writer=SimpleNamespace(), sweep=SimpleNamespace(id="s1", uid="", items={}),  # type: ignore[arg-type]
+                   inventory=SimpleNamespace(hosts={HOST.name: HOST}), watch=watch, ahead=1)  # type: ignore[arg-type]
+    cell = Cell(id=Cell.make_id(HOST.name, ITEM.id, HOST.default_agent, 1), host=HOST.name, item=ITEM.id,
+                agent=HOST.default_agent, rep=1, seed=1)
+    long_ago = time.monotonic() - 600
+    d._in_flight["t1"] = SimpleNamespace(cell=cell, attempt=1, started=True, sent_at=long_ago)  # type: ignore[assignment]
+    d._in_flight["t2"] = SimpleNamespace(cell=cell, attempt=2, started=False, sent_at=long_ago)  # type: ignore[assignment]
+    d._watch_workers()
+    del d._in_flight["t1"]  # the one in front ended; the one ahead has not said STARTED yet
+    d._watch_workers()
+    assert len(seen) == 2 and all(w[HOST.name].count == 1 for w in seen), seen
+    assert all(time.monotonic() - w[HOST.name].since < 5 for w in seen), seen
+    # A host that never had an attempt started: its wait counts from the send, as before.
+    fresh = Dispatcher(app=SimpleNamespace(), writer=SimpleNamespace(), sweep=d.sweep, inventory=d.inventory,  # type: ignore[arg-type]
+                       watch=watch)
+    fresh._in_flight["t3"] = SimpleNamespace(cell=cell, attempt=1, started=False, sent_at=long_ago)  # type: ignore[assignment]
+    fresh._watch_workers()
+    assert seen[-1][HOST.name].since == long_ago

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.integration.conftest import write_inventory, write_prompts
 from tests.integration.fleetkit import free_port, run_fleet, start_fleet
@@ -210,9 +212,20 @@ def test_a_hosts_next_attempt_waits_in_a_worker_and_starts_when_the_last_agent_e
     runs = tmp_path / "runs"
     p = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
                      "--broker", redis_server.url], namespace)
+    # The attempt waiting for the slot is not STARTED while an agent runs (the progress counts STARTED attempts as
+    # running); the one in front is STARTED until its result is stored, a little after the next one took the slot.
+    client = redis.Redis.from_url(redis_server.url)
+    counts = []
+    while p.poll() is None:
+        lines = ledger.read_text().splitlines() if ledger.exists() else []
+        if lines and lines[-1].startswith("start") and time.time() - float(lines[-1].split()[1]) > 0.15:
+            metas = [v for v in (client.get(k) for k in client.scan_iter(match="celery-task-meta-*", count=1000)) if v]
+            counts.append(sum(1 for v in metas if json.loads(v).get("status") == "STARTED"))
+        time.sleep(0.02)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
     assert {c["status"] for c in json.loads(out)["cells"]} == {"finished"}
+    assert counts and set(counts) == {1}, counts
     events = sorted((float(t), kind) for kind, t in (line.split() for line in ledger.read_text().splitlines()))
     assert [k for _, k in events] == ["start", "end"] * 3, "two agents ran at once on a host with slots = 1"
     record = json.loads((runs / json.loads(out)["sweep"] / "sweep.json").read_text())

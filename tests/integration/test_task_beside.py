@@ -1,7 +1,8 @@
 """The attempt task's two Redis round trips that need not hold up a host (workers/tasks.py), on a real redis-server:
-STARTED is stored beside the slot's lease and the attempt's start (Celery's track_started stored it before the task
-began), yet always before the task ends; the lease is released beside the result's store when the attempt ended
-normally, at once when the task raised; and a worker waiting for that slot takes it within milliseconds."""
+STARTED is stored once the slot is held, beside the attempt's start (Celery's track_started stored it before the task
+began), yet always before the task ends; the lease is released when the agent ended (``on_host_free``), else beside
+the result's store when the attempt ended normally, at once when the task raised; and a worker waiting for that slot
+takes it within milliseconds."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def configured(redis_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     vars(workers.app.app._local).pop("backend", None)
 
 
-def _finished(transport, req, adapter, *, timing, worker, slot):  # type: ignore[no-untyped-def]
+def _finished(transport, req, adapter, *, timing, worker, slot, on_host_free=None):  # type: ignore[no-untyped-def]
     now = utc_now()
     return AttemptResult(sweep_id=req.sweep_id, cell_id=req.cell.id, attempt=1, status="finished", host="one",
                          agent="echo", item="01-a", started_at=now, ended_at=now)
@@ -153,3 +154,26 @@ def test_a_task_stopped_while_it_waits_for_started_releases_its_slot_and_never_s
         busy.set()
     workers.tasks._beside().submit(lambda: None).result(5)  # the thread has done all it was given
     assert _state(configured, task_id) == "PENDING"  # no STARTED was stored for the stopped task
+
+
+def test_the_slot_is_given_back_when_the_agent_ended_before_the_result_is_collected(
+        configured: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_attempt calls ``on_host_free`` once the agent ended and its workspace is packed: the task's lease is given
+    back then, at once, while the attempt is still collected; the release after the task finds nothing to do."""
+    slots = workers.tasks.slots_backend(configured)
+    client = redis.Redis.from_url(configured.slots_redis)
+    key = slots.key("one")  # type: ignore[attr-defined]
+    monkeypatch.setattr(workers.tasks, "_transport", lambda host: None)
+    held: list[int] = []
+
+    def run(transport, req, adapter, *, timing, worker, slot, on_host_free=None):  # type: ignore[no-untyped-def]
+        held.append(client.zcard(key))
+        on_host_free()
+        held.append(client.zcard(key))  # the result is still to be collected here
+        return _finished(transport, req, adapter, timing=timing, worker=worker, slot=slot)
+
+    monkeypatch.setattr(workers.tasks, "run_attempt", run)
+    out = workers.tasks.run_attempt_task.apply(args=[_request(tmp_path)], task_id=f"free-{uuid.uuid4().hex[:8]}").get()
+    assert out["status"] == "finished"
+    assert held == [1, 0], held
+    assert client.llen(slots.free_key(key)) == 1  # type: ignore[attr-defined]  # one word for a waiter

@@ -105,7 +105,7 @@ def test_the_task_runs_with_the_configured_start_timeout_whatever_the_environmen
 ) -> None:
     seen = {}
 
-    def fake_run(transport, req, adapter, *, timing, worker, slot):  # type: ignore[no-untyped-def]
+    def fake_run(transport, req, adapter, *, timing, worker, slot, on_host_free=None):  # type: ignore[no-untyped-def]
         seen["timing"] = timing
         seen["slot"] = slot
         now = utc_now()
