@@ -64,7 +64,7 @@ def main() -> int:
     prompts = tmp / "prompts"
     write_prompts(prompts, {f"{i:03d}-sleep": f"{DURATIONS[i % len(DURATIONS)]}\n" for i in range(args.items)},
                   timeout_s=60)
-    worker = Worker(tmp, redis.url, namespace, [h.name for h in hosts], inv, concurrency=args.hosts)
+    worker = Worker(tmp, redis.url, namespace, [h.name for h in hosts], inv)  # its default pool: slots + 1 per host
     runs = tmp / "runs"
     try:
         worker.wait_ready()

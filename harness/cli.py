@@ -642,6 +642,10 @@ def worker(hosts, inventory, concurrency, loglevel, name, broker) -> None:
         total = sum(h.slots + 1 for h in chosen)
     else:
         total = 2 * len(names)
+    if concurrency is not None and concurrency < total:
+        err_console.print(f"fleet worker: warning: --concurrency {concurrency} is below the {total} its hosts need (their "
+                          "slots plus one per host): an attempt waiting for its host's slot holds a pool process that "
+                          "another host's attempt could use", markup=False, soft_wrap=True)
     # The worker's own settings reach its tasks through this call (pool processes fork after it), not the environment.
     app = configure(settings, worker=True)
     queues = ",".join(queue_for(n, settings.namespace) for n in names)

@@ -209,6 +209,10 @@ def test_a_hosts_next_attempt_waits_in_a_worker_and_starts_when_the_last_agent_e
     prompts = write_prompts(tmp_path / "prompts", {"01-a": "a\n", "02-b": "b\n", "03-c": "c\n"})
     w = workers(["charlie"], inv)  # the default pool
     assert len(w.pool_children()) == 2
+    assert "warning" not in w.log.read_text()
+    small = workers(["charlie"], inv, concurrency=1)  # fewer: said, once, as the worker starts
+    assert small.log.read_text().count("fleet worker: warning: --concurrency 1 is below the 2 its hosts need") == 1
+    small.stop()
     runs = tmp_path / "runs"
     p = start_fleet(["sweep", "--inventory", str(inv), "--prompts", str(prompts), "--json", "--runs", str(runs),
                      "--broker", redis_server.url], namespace)
