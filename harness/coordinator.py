@@ -28,7 +28,7 @@ from harness.stopping import Stopped
 from harness.store import Store, SweepWriter
 from workers.app import configure, queue_for
 
-__all__ = ["Coordinator", "summary_failure", "budget_used", "host_cells", "NOT_COUNTED"]
+__all__ = ["Coordinator", "ahead_for", "summary_failure", "budget_used", "host_cells", "NOT_COUNTED"]
 
 NOT_COUNTED = frozenset({"revoked", "abandoned", "no_worker"})
 """Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them, or no
@@ -332,7 +332,7 @@ class Coordinator:
                         # last agent gives back, so the next agent starts while the last attempt is collected and
                         # recorded (a third of the host's wait between two agents). The embedded worker's threads run
                         # beside this process, on the same cores: nothing to gain there.
-                        d.ahead = 1
+                        d.ahead = ahead_for(sweep, hosts, self.settings.visibility_timeout_s)
                         broker = self.settings.broker_url
                         d.withdraw = lambda queue, task_ids: withdraw(app, broker, queue, task_ids)
                     if self.settings.embedded:
@@ -391,3 +391,13 @@ def _check_broker(app, settings: Settings) -> None:
     from harness.brokercheck import check_queue_urls
 
     check_queue_urls(settings.broker_url, settings.result_backend)
+
+
+def ahead_for(sweep: SweepRecord, hosts: set[str], visibility_timeout_s: int) -> int:
+    """Attempts sent to a host beyond its slots on Redis: 1, unless one of them could stay unacknowledged past the
+    visibility timeout (its wait for the attempt in front, then its own run: two of the longest time limit), which
+    would have Redis deliver it again while it waits; then none, as an attempt of hours gains nothing by it."""
+    from harness.dispatch import task_time_limit
+
+    limits = [task_time_limit(sweep.items[c.item].timeout_s) for c in sweep.cells if c.host in hosts]
+    return 1 if limits and 2 * max(limits) <= visibility_timeout_s else 0

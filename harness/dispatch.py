@@ -49,7 +49,7 @@ from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell,
 from harness.store import SweepWriter
 from harness.version import harness_commit
 from harness.wakeup import Sleep, Wakeup
-from workers.app import TASK_RUN_ATTEMPT, queue_for
+from workers.app import TASK_RUN_ATTEMPT, WAITING, queue_for
 
 if TYPE_CHECKING:
     from harness.blobs import BlobStore
@@ -108,6 +108,8 @@ class _InFlight:
     attempt: int
     async_result: AsyncResult
     started: bool = False
+    taken: bool = False
+    """A worker took it and waits for the host's slot (the task's WAITING state, workers/tasks.py)."""
     sent_at: float = field(default_factory=time.monotonic)
 
 
@@ -143,7 +145,6 @@ class Dispatcher:
         self._seq = itertools.count()
         self._in_flight: dict[str, _InFlight] = {}
         self._per_host: dict[str, int] = defaultdict(int)
-        self._served_at: dict[str, float] = {}  # when each host last had an attempt started (the watch's clock)
         # Last attempt number each cell may reach in this run (the coordinator decides: resume keeps budgets).
         self._limit: dict[str, int] = {}
 
@@ -227,18 +228,11 @@ class Dispatcher:
         """Hand the watch the hosts whose attempts wait on their queue unstarted; give up on those it returns."""
         assert self.watch is not None
         waiting: dict[str, Waiting] = {}
-        # A host with an attempt started has a worker: one sent ahead of its slots waits (on the queue, or in a pool
-        # process for the slot) for the started one's end, so its wait counts from when its host last had one running;
-        # else every attempt longer than GRACE_S had the workers asked (1 s) when it ended.
-        now = time.monotonic()
+        # One a worker took that waits for its host's slot (WAITING: sent ahead of the slots) has a worker.
         for f in self._in_flight.values():
-            if f.started:
-                self._served_at[f.cell.host] = now
-        for f in self._in_flight.values():
-            if not f.started:
-                since = max(f.sent_at, self._served_at.get(f.cell.host, 0.0))
+            if not f.started and not f.taken:
                 w = waiting.get(f.cell.host)
-                waiting[f.cell.host] = Waiting(min(w.since, since), w.count + 1) if w else Waiting(since, 1)
+                waiting[f.cell.host] = Waiting(min(w.since, f.sent_at), w.count + 1) if w else Waiting(f.sent_at, 1)
         for host in self.watch.check(waiting):
             self._give_up(host)
 
@@ -290,10 +284,11 @@ class Dispatcher:
         task_id = task_id_for(self.sweep.id, cell.id, attempt, self.sweep.uid)
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
-        # Sent ahead (every slot of the host taken): it waits in its worker for a slot, up to the longest timeout of
-        # the host's attempts in flight, before its own time starts.
-        waits = (max((self.sweep.items[f.cell.item].timeout_s for f in self._in_flight.values() if f.cell.host == cell.host),
-                     default=0) if self._per_host[cell.host] >= self.inventory.hosts[cell.host].slots else 0)
+        # Sent ahead (every slot of the host taken): it waits in its worker for a slot as long as the host's attempts in
+        # flight may hold theirs (the longest one's time limit: its timeout and its grace), before its own time starts.
+        waits = (task_time_limit(max(self.sweep.items[f.cell.item].timeout_s for f in self._in_flight.values()
+                                     if f.cell.host == cell.host))
+                 if self._per_host[cell.host] >= self.inventory.hosts[cell.host].slots else 0)
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle. Written, not
         # flushed: the last attempt's record flushes it right after (or sync_journal before the loop waits), and the
         # host does not wait for a disk flush between two agents (store.SweepWriter.dispatched).
@@ -347,6 +342,8 @@ class Dispatcher:
                 self._per_host[f.cell.host] -= 1
                 progressed = True
                 continue
+            if state == WAITING:
+                f.taken = True
             if state == "STARTED" and not f.started:
                 f.started = True
                 self.on_event(Event("started", f.cell, f.attempt))

@@ -24,9 +24,12 @@ from celery import Celery
 from harness.settings import Settings, redact
 
 __all__ = ["app", "configure", "control_queue", "current_settings", "queue_for", "route", "TASK_FIRE_SCHEDULE",
-           "TASK_RUN_ATTEMPT", "TASKS", "redact"]
+           "TASK_RUN_ATTEMPT", "TASKS", "WAITING", "redact"]
 
 TASK_RUN_ATTEMPT = "fleet.run_attempt"
+WAITING = "WAITING"
+"""The attempt task's own progress state: a worker took it and waits for its host's slot (workers/tasks.py), which
+the host's attempt in front gives back when its agent ended. Not running yet; taken, so its queue has a worker."""
 TASKS = (TASK_RUN_ATTEMPT,)
 TASK_FIRE_SCHEDULE = "fleet.fire_schedule"
 """Sent by beat, read by the coordinator service from the control queue (harness/schedule/service.py)."""

@@ -840,7 +840,10 @@ class _Attempt:
             self.pack_now()
             if self.req.checks:
                 self.run_checks()
-            if self.on_host_free is not None:
+            if self.on_host_free is not None and self.pack_answered:
+                # Only once the supervisor's signed packed.json came: it has ended its pack and removed its running
+                # entry. Else (a timeout's kill, a stopped supervisor) it may still be packing, and the next start on
+                # the slot would stop it mid-pack: the slot goes back when the task ends, as it did.
                 self.on_host_free()
             self.collect()
         except InfrastructureError as exc:

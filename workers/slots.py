@@ -41,8 +41,9 @@ class Slots(ABC):
 
     def acquire(self, host: str, slots: int, timeout: float | None = None, poll: float = 0.25) -> Lease | None:
         """Wait for a slot; None if ``timeout`` passed first. It asks again after 5 ms, then twice as long each time up to
-        ``poll``: a slot that is being released (the host's last attempt releases its lease beside storing its result,
-        workers/tasks.py) is taken within milliseconds, not after a whole ``poll``."""
+        ``poll``: a slot that is being released (the host's last attempt releases its lease when its agent ended,
+        workers/tasks.py) is taken within milliseconds, not after a whole ``poll`` (``RedisSlots`` waits on the host's
+        free list between its looks)."""
         end = None if timeout is None else time.monotonic() + timeout
         wait = min(0.005, poll)
         while True:
@@ -123,8 +124,12 @@ class _RedisLease(Lease):
         self._slots._renewer.drop(self)
         try:
             self._slots.give_back(self)
-        except Exception:  # noqa: BLE001 - Redis is away: the renewer frees the slot once it is back
+        except BaseException as exc:
+            # Redis is away, or a revoke's SIGTERM (SystemExit) came during the call: the renewer frees the slot once
+            # it can (a second release() finds this one done, and the lease would otherwise hold the host a TTL).
             self._slots._renewer.free_later(self, time.monotonic() + self._slots.ttl)
+            if not isinstance(exc, Exception):
+                raise
 
 
 class _Renewer:
@@ -271,8 +276,9 @@ class RedisSlots(Slots):
             if self._blocking_wait:
                 try:
                     self.client.blpop([free], timeout=max(step, 0.01))
-                except redis.exceptions.ResponseError:
-                    self._blocking_wait = False  # a Redis before 6 takes whole seconds only: look at intervals
+                except redis.exceptions.ResponseError as exc:
+                    if "timeout" in str(exc).lower():
+                        self._blocking_wait = False  # a Redis before 6 takes whole seconds only: look at intervals
                     time.sleep(step)
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                     time.sleep(step)

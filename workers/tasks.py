@@ -30,7 +30,7 @@ from harness.inventory import Host
 from harness.records import AttemptRequest
 from harness.settings import Settings
 from workers.adapters import adapter_for
-from workers.app import TASK_RUN_ATTEMPT, app, current_settings
+from workers.app import TASK_RUN_ATTEMPT, WAITING, app, current_settings
 from workers.attempt import Timing, run_attempt
 from workers.slots import FileSlots, RedisSlots, Slots
 from workers.resultbackend import RedisBackend
@@ -145,6 +145,7 @@ def _fresh_process(**_: object) -> None:
 def run_attempt_task(self: Task, request: dict) -> dict:
     worker = self.request.hostname or ""
     started: Future | None = None
+    waiting: Future | None = None
     lease = None
     settled = False
     try:
@@ -152,10 +153,16 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         # AgentConfig admits, and every declared kind has an adapter), so adapter_for() below cannot miss.
         req = AttemptRequest.model_validate(request)
         settings = current_settings()
-        lease = slots_backend(settings).acquire(req.host.name, req.host.slots)
-        # STARTED once the slot is held: an attempt sent ahead of its host's slots waits for one here, and is not
-        # running (the coordinator's progress counts STARTED as running).
-        started = _store_started(self, worker)
+        slots = slots_backend(settings)
+        lease = slots.try_acquire(req.host.name, req.host.slots)
+        if lease is None:
+            # Sent ahead of its host's slots (or another sweep holds them): WAITING says a worker took it (the
+            # coordinator's no-worker watch asks no more about its queue), then the slot is waited for.
+            waiting = _store_progress(self, worker, WAITING)
+            lease = slots.acquire(req.host.name, req.host.slots)
+        # STARTED once the slot is held: an attempt waiting for it is not running (the coordinator's progress counts
+        # STARTED attempts as running).
+        started = _store_progress(self, worker, states.STARTED)
         adapter = adapter_for(req.cell.agent, req.agent)
         transport = _transport(req.host)
         # run_attempt returns every harness failure of the lifecycle as a result, never raises one.
@@ -176,10 +183,13 @@ def run_attempt_task(self: Task, request: dict) -> dict:
             _settled(started)
         settled = True
     finally:
-        if started is not None and not settled:
-            # The task raises (a SIGTERM of a revoke may come while it waits for STARTED): a STARTED that has not gone
-            # out yet never does; one already on its way cannot replace the final state (workers/resultbackend.py).
-            started.cancel()
+        if not settled:
+            # The task raises (a SIGTERM of a revoke may come while it waits for STARTED): a STARTED (or WAITING) that
+            # has not gone out yet never does; one already on its way cannot replace the final state
+            # (workers/resultbackend.py).
+            for pending in (waiting, started):
+                if pending is not None:
+                    pending.cancel()
         if lease is not None:
             if settled and started is not None:
                 _beside().submit(lease.release)  # beside the result's store, which follows this return
@@ -188,13 +198,14 @@ def run_attempt_task(self: Task, request: dict) -> dict:
     return answer
 
 
-def _store_started(task: Task, worker: str) -> Future | None:
-    """Store the task's STARTED state (what Celery's ``track_started`` stores): beside the attempt on a Redis result
-    backend (the Future to wait for before the task ends), else here and now (None)."""
+def _store_progress(task: Task, worker: str, state: str) -> Future | None:
+    """Store the task's progress ``state`` (STARTED, what Celery's ``track_started`` stores, or WAITING): beside the
+    attempt on a Redis result backend (the Future to wait for before the task ends; the one thread keeps their order),
+    else here and now (None)."""
     meta = {"pid": os.getpid(), "hostname": worker}
     if isinstance(task.backend, RedisBackend):
-        return _beside().submit(task.backend.store_result, task.request.id, meta, states.STARTED, request=task.request)
-    task.backend.store_result(task.request.id, meta, states.STARTED, request=task.request)
+        return _beside().submit(task.backend.store_result, task.request.id, meta, state, request=task.request)
+    task.backend.store_result(task.request.id, meta, state, request=task.request)
     return None
 
 

@@ -86,7 +86,7 @@ def test_one_attempt_more_than_its_slots_goes_to_a_host_and_its_time_limits_cove
         monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``ahead`` 1 (Redis) a one-slot host gets two attempts at once: the second waits in a worker for the slot the
     first gives back when its agent ends, so the next agent starts while the first attempt is collected. Its hard and
-    soft time limits count the first one's timeout on top of its own (it may wait that long before its own time
+    soft time limits count the first one's time limit on top of its own (it may wait that long before its own time
     starts); the first one's do not."""
     assert HOST.slots == 1
     long_item = ITEM.model_copy(update={"id": "08-long", "timeout_s": 3000})
@@ -110,7 +110,8 @@ def test_one_attempt_more_than_its_slots_goes_to_a_host_and_its_time_limits_cove
     assert len(sent) == 2 and len(d._waiting[HOST.name]) == 1
     first, second = sent
     assert (first["time_limit"], first["soft_time_limit"]) == (3000 + 900, 3000 + 600)
-    assert (second["time_limit"], second["soft_time_limit"]) == (3000 + 60 + 900, 3000 + 60 + 600)
+    # The first may hold the slot for its whole time limit (its timeout and the grace for checks and collecting).
+    assert (second["time_limit"], second["soft_time_limit"]) == (3900 + 60 + 900, 3900 + 60 + 600)
     plain = Dispatcher(app=App(), writer=writer, sweep=d.sweep, inventory=d.inventory)  # ahead 0: the embedded worker
     plain._waiting[HOST.name].extend((c, 1) for c in cells)
     sent.clear()
@@ -118,10 +119,11 @@ def test_one_attempt_more_than_its_slots_goes_to_a_host_and_its_time_limits_cove
     assert len(sent) == 1
 
 
-def test_an_attempt_sent_ahead_waits_for_its_slot_without_the_workers_being_asked_about_its_queue() -> None:
+def test_an_attempt_a_worker_took_is_not_watched_and_one_on_a_queue_nobody_consumes_is() -> None:
     """The no-worker watch asks the workers (a 1 s broadcast) about a host whose attempt waited unstarted for 5 s. One
-    sent ahead waits as long as the attempt in front of it runs: its wait counts from when its host last had an
-    attempt started, so it is not due while that one runs, nor at once when it ends."""
+    sent ahead that a worker took (WAITING: it waits for the slot in a pool process) has a worker, however long the
+    attempt in front of it runs; one still on the queue is watched from its send, even while the host has an attempt
+    STARTED (that worker may have died since: its STARTED never changes)."""
     import time
 
     seen: list[dict] = []
@@ -131,16 +133,26 @@ def test_an_attempt_sent_ahead_waits_for_its_slot_without_the_workers_being_aske
     cell = Cell(id=Cell.make_id(HOST.name, ITEM.id, HOST.default_agent, 1), host=HOST.name, item=ITEM.id,
                 agent=HOST.default_agent, rep=1, seed=1)
     long_ago = time.monotonic() - 600
-    d._in_flight["t1"] = SimpleNamespace(cell=cell, attempt=1, started=True, sent_at=long_ago)  # type: ignore[assignment]
-    d._in_flight["t2"] = SimpleNamespace(cell=cell, attempt=2, started=False, sent_at=long_ago)  # type: ignore[assignment]
+    d._in_flight["t1"] = SimpleNamespace(cell=cell, attempt=1, started=True, taken=False, sent_at=long_ago)  # type: ignore[assignment]
+    d._in_flight["t2"] = SimpleNamespace(cell=cell, attempt=2, started=False, taken=True, sent_at=long_ago)  # type: ignore[assignment]
     d._watch_workers()
-    del d._in_flight["t1"]  # the one in front ended; the one ahead has not said STARTED yet
+    assert seen[-1] == {}
+    d._in_flight["t2"].taken = False  # on the queue: nobody took it
     d._watch_workers()
-    assert len(seen) == 2 and all(w[HOST.name].count == 1 for w in seen), seen
-    assert all(time.monotonic() - w[HOST.name].since < 5 for w in seen), seen
-    # A host that never had an attempt started: its wait counts from the send, as before.
-    fresh = Dispatcher(app=SimpleNamespace(), writer=SimpleNamespace(), sweep=d.sweep, inventory=d.inventory,  # type: ignore[arg-type]
-                       watch=watch)
-    fresh._in_flight["t3"] = SimpleNamespace(cell=cell, attempt=1, started=False, sent_at=long_ago)  # type: ignore[assignment]
-    fresh._watch_workers()
-    assert seen[-1][HOST.name].since == long_ago
+    assert seen[-1][HOST.name].since == long_ago and seen[-1][HOST.name].count == 1
+
+
+def test_an_attempt_is_sent_ahead_only_when_its_wait_and_run_fit_the_visibility_timeout() -> None:
+    """Redis delivers an unacknowledged task again after the visibility timeout: an attempt sent ahead is unacknowledged
+    through its wait (the attempt in front's time limit) and its own run, so a sweep whose longest time limit, twice,
+    is past the timeout sends none ahead."""
+    from harness.coordinator import ahead_for
+
+    long_item = ITEM.model_copy(update={"id": "08-long", "timeout_s": 4 * 3600})
+    cells = [Cell(id=Cell.make_id(HOST.name, item.id, HOST.default_agent, 1), host=HOST.name, item=item.id,
+                  agent=HOST.default_agent, rep=1, seed=1) for item in (ITEM, long_item)]
+    sweep = SimpleNamespace(cells=cells, items={ITEM.id: ITEM, long_item.id: long_item})
+    assert ahead_for(sweep, {HOST.name}, 6 * 3600) == 0  # type: ignore[arg-type]  # 2 x (4 h + 900 s) > 6 h
+    assert ahead_for(sweep, {HOST.name}, 2 * (4 * 3600 + 900)) == 1  # type: ignore[arg-type]
+    assert ahead_for(SimpleNamespace(cells=cells[:1], items=sweep.items), {HOST.name}, 6 * 3600) == 1  # type: ignore[arg-type]
+    assert ahead_for(sweep, {"other"}, 6 * 3600) == 0  # type: ignore[arg-type]  # no cell of it here

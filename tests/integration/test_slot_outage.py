@@ -184,3 +184,29 @@ def test_a_worker_waiting_for_a_slot_takes_it_as_soon_as_it_is_given_back(redis_
         extra.release()
     assert holder.client.llen(holder.free_key(holder.key(f"{host}-2"))) == 1
     assert 0 < holder.client.pttl(holder.free_key(holder.key(f"{host}-2"))) <= 60000
+
+
+def test_a_release_cut_short_by_a_revoke_still_frees_the_slot_at_once(redis_server: RedisServer,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A revoke's SIGTERM raises SystemExit in the task, maybe during the release's own call to Redis: the release
+    leaves the lease to the renewer, which gives it back at once, and a second release (the task's finally) is a no-op.
+    Before, the lease was marked released and held the host until it expired (30 s)."""
+    host = f"h{uuid.uuid4().hex[:8]}"
+    slots = RedisSlots(redis_server.url)
+    lease = slots.try_acquire(host, 1)
+    assert lease is not None
+    real = slots.give_back
+    calls = []
+
+    def cut(lease_):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise SystemExit("terminated by signal 15")
+        return real(lease_)
+
+    monkeypatch.setattr(slots, "give_back", cut)
+    with pytest.raises(SystemExit):
+        lease.release()
+    lease.release()
+    other = RedisSlots(redis_server.url)
+    assert _acquire_within(other, host, 3) is not None, "the slot stayed taken after a release cut short"

@@ -136,3 +136,22 @@ def test_a_host_whose_agent_never_started_is_not_given_back_early(tmp_path: Path
     result = run_attempt(t, req, adapter_for("a", host.agents["a"]), timing=FAST, on_host_free=lambda: called.append(True))
     assert result.status == "harness_failure", result
     assert called == []
+
+
+def test_an_agent_its_supervisor_stopped_gives_its_host_back_only_with_the_task(tmp_path: Path) -> None:
+    """An agent its supervisor ended itself (here at the launcher's own deadline, a second before the worker's): the
+    supervisor does not pack, the worker's pack verb does, so no signed packed.json says the supervisor is done, and
+    ``on_host_free`` is not called: a next start on the slot could stop a supervisor still ending. The slot goes back
+    when the task ends. (An agent the worker kills at the timeout is packed by its supervisor, and gives the host back
+    after that pack, as a normal end does.)"""
+    host = _host(tmp_path, sys.executable, AgentConfig(kind="command", command=["sleep", "30"]))
+    t = LocalTransport(host)
+    called: list[bool] = []
+    item = ITEM.model_copy(update={"timeout_s": 2})
+    cell = Cell(id=Cell.make_id(host.name, item.id, "a", 1), host=host.name, item=item.id, agent="a", rep=1, seed=1)
+    req = AttemptRequest(sweep_id="s1", cell=cell, attempt=1, host=host, agent=host.agents["a"], item=item,
+                         prompt="say hi", harness_commit="test")
+    timing = Timing(start_timeout_s=20.0, poll_min_s=0.05, poll_max_s=0.2, launcher_grace_s=-1.0)
+    result = run_attempt(t, req, adapter_for("a", host.agents["a"]), timing=timing, on_host_free=lambda: called.append(True))
+    assert result.status == "timeout", (result.status, result.error)
+    assert called == []
