@@ -282,14 +282,9 @@ class Coordinator:
     def _check_visibility(self, sweep: SweepRecord, hosts: set[str]) -> None:
         """Redis hands an unacknowledged task to another worker after the visibility timeout. One shorter than a
         task's run would deliver a running attempt again and again, even after the sweep ended: refuse it."""
-        from harness.dispatch import task_time_limit
-
-        cells = [c for c in sweep.cells if c.host in hosts]
-        if not cells:
-            return
-        longest = max(task_time_limit(sweep.items[c.item].timeout_s) for c in cells)
+        longest = longest_time_limit(sweep, hosts)
         if self.settings.visibility_timeout_s < longest:
-            item = max((sweep.items[c.item] for c in cells), key=lambda i: i.timeout_s)
+            item = max((sweep.items[c.item] for c in sweep.cells if c.host in hosts), key=lambda i: i.timeout_s)
             raise UsageError(
                 f"FLEET_VISIBILITY_TIMEOUT={self.settings.visibility_timeout_s} s is shorter than an attempt of "
                 f"{item.id} may run ({item.timeout_s} s timeout + 900 s for checks and collecting = {longest} s): "
@@ -397,7 +392,12 @@ def ahead_for(sweep: SweepRecord, hosts: set[str], visibility_timeout_s: int) ->
     """Attempts sent to a host beyond its slots on Redis: 1, unless one of them could stay unacknowledged past the
     visibility timeout (its wait for the attempt in front, then its own run: two of the longest time limit), which
     would have Redis deliver it again while it waits; then none, as an attempt of hours gains nothing by it."""
+    longest = longest_time_limit(sweep, hosts)
+    return 1 if longest and 2 * longest <= visibility_timeout_s else 0
+
+
+def longest_time_limit(sweep: SweepRecord, hosts: set[str]) -> int:
+    """The longest hard time limit of an attempt of the sweep on ``hosts`` (0 when none of its cells is there)."""
     from harness.dispatch import task_time_limit
 
-    limits = [task_time_limit(sweep.items[c.item].timeout_s) for c in sweep.cells if c.host in hosts]
-    return 1 if limits and 2 * max(limits) <= visibility_timeout_s else 0
+    return max((task_time_limit(sweep.items[c.item].timeout_s) for c in sweep.cells if c.host in hosts), default=0)

@@ -206,7 +206,7 @@ def _is_pid(value: object) -> bool:
 
 class _Attempt:
     def __init__(self, transport: Transport, req: AttemptRequest, adapter: AgentAdapter, timing: Timing, worker: str,
-                 slot: str | None = None):
+                 slot: str | None = None, on_host_free: Callable[[], None] | None = None):
         self.t = transport
         self.req = req
         self.adapter = adapter
@@ -253,7 +253,7 @@ class _Attempt:
         self.key = secrets.token_hex(32)
         self.marker = secrets.token_hex(16)
         self.slot = slot
-        self.on_host_free: Callable[[], None] | None = None
+        self.on_host_free = on_host_free
         self.fleet = ""
         """``WORKDIR/.fleet`` on the host (deliveries/, running/)."""
         self.beats = 0
@@ -883,14 +883,13 @@ class _Attempt:
 
 def run_attempt(
     transport: Transport, req: AttemptRequest, adapter: AgentAdapter, *, timing: Timing = Timing(), worker: str = "",
-    slot: str | None = None, on_host_free: "Callable[[], None] | None" = None,
+    slot: str | None = None, on_host_free: Callable[[], None] | None = None,
 ) -> AttemptResult:
     """Run one attempt to the end and return its result (a harness failure is a result, not an exception).
 
     ``slot`` names the host slot this worker holds, when its slots backend knows it (``Lease.slot``): the attempt then
     first ends whatever that slot's earlier holder left running on the host."""
-    attempt = _Attempt(transport, req, adapter, timing, worker, slot)
-    attempt.on_host_free = on_host_free
+    attempt = _Attempt(transport, req, adapter, timing, worker, slot, on_host_free)
     with _running_lock:
         _running.add(attempt)
     try:

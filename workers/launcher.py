@@ -1368,21 +1368,19 @@ def _supervise(req, here, lock, set_subreaper=None, prepared=None, answered=None
                     signal.setitimer(signal.ITIMER_REAL, 0)
         except Exception as exc:  # noqa - the worker packs again itself; the reason stays in launcher.log
             sys.stderr.write("supervisor: pack failed: %s: %s\n" % (type(exc).__name__, exc))
-        _unlink_quietly(entry_path)
+    # The running entry goes before packed.json: a worker that read packed.json gives the slot to the host's next
+    # attempt, whose start must not find this supervisor there (it would stop it and wait for it, in steps of 0.1 s).
+    try:
+        os.unlink(entry_path)
+    except OSError:
+        pass
+    if to_pack:
         try:
             _with_reserve(here, lambda: _write_json(os.path.join(here, "packed.json"), sign(key, packed), durable=False))
             wake()
         except OSError:
             pass
-    _unlink_quietly(entry_path)
     return 0
-
-
-def _unlink_quietly(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 # -- kill and reap ---------------------------------------------------------------------------------------------

@@ -50,10 +50,15 @@ class Slots(ABC):
             lease = self.try_acquire(host, slots)
             if lease is not None:
                 return lease
-            if end is not None and time.monotonic() >= end:
+            now = time.monotonic()
+            if end is not None and now >= end:
                 return None
-            time.sleep(wait)
+            self._wait_for_release(host, wait if end is None else min(wait, end - now))
             wait = min(wait * 2, poll)
+
+    def _wait_for_release(self, host: str, seconds: float) -> None:
+        """Between two looks: sleep ``seconds`` (a backend that can hear a release ends the wait at it)."""
+        time.sleep(seconds)
 
 
 # Redis's own clock, read in the script (workers on machines with skewed clocks agree on expiry): one round trip per
@@ -256,35 +261,21 @@ class RedisSlots(Slots):
         """Remove the lease, and if it was there, say so on the host's free list (one round trip)."""
         self._release(keys=[lease._key, self.free_key(lease._key)], args=[lease._id, lease._host_slots])
 
-    def acquire(self, host: str, slots: int, timeout: float | None = None, poll: float = 0.25) -> Lease | None:
-        """Wait for a slot as ``Slots.acquire`` does, but between looks block on the host's free list (BLPOP) for as
-        long as the look's wait: a release wakes the wait at once. A lease that expired (its worker died) says
-        nothing: the looks find its slot free."""
+    def _wait_for_release(self, host: str, seconds: float) -> None:
+        """Block on the host's free list (BLPOP) for ``seconds``: a release ends the wait at once. A lease that expired
+        (its worker died) says nothing: the next look finds its slot free."""
         import redis
 
-        end = None if timeout is None else time.monotonic() + timeout
-        wait = min(0.005, poll)
-        free = self.free_key(self.key(host))
-        while True:
-            lease = self.try_acquire(host, slots)
-            if lease is not None:
-                return lease
-            now = time.monotonic()
-            if end is not None and now >= end:
-                return None
-            step = wait if end is None else min(wait, end - now)
-            if self._blocking_wait:
-                try:
-                    self.client.blpop([free], timeout=max(step, 0.01))
-                except redis.exceptions.ResponseError as exc:
-                    if "timeout" in str(exc).lower():
-                        self._blocking_wait = False  # a Redis before 6 takes whole seconds only: look at intervals
-                    time.sleep(step)
-                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                    time.sleep(step)
-            else:
-                time.sleep(step)
-            wait = min(wait * 2, poll)
+        if self._blocking_wait:
+            try:
+                self.client.blpop([self.free_key(self.key(host))], timeout=max(seconds, 0.01))
+                return
+            except redis.exceptions.ResponseError as exc:
+                if "timeout" in str(exc).lower():
+                    self._blocking_wait = False  # a Redis before 6 takes whole seconds only: look at intervals
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                pass
+        time.sleep(seconds)
 
     def try_acquire(self, host: str, slots: int) -> Lease | None:
         lease_id = uuid.uuid4().hex
