@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from harness.coordinator import Coordinator
-    from harness.records import Cell, SweepRecord
+    from harness.records import Cell
+    from harness.sweeprecord import SweepRecord
     from harness.settings import Settings
     from harness.store import Store
 
@@ -1067,11 +1068,15 @@ def import_(format_name, path, out) -> None:
       fleet import pixel-fleet tests/fixtures/pixel-fleet/photo-renamer-bfb62a2b.json
       fleet import openclaw-jsonl ~/.openclaw/agents/main/sessions/abc.jsonl --out imported/abc
     """
-    from harness.importers import grade_folder, import_to_folder
-    from harness.store import write_grade_files
+    from harness.loading import loading
 
+    with loading():
+        from harness.importers import grade_folder, importer
+        from harness.store import write_grade_files
+
+        source = importer(format_name)
     out_dir = Path(out) if out else Path("imported") / Path(path).stem
-    for folder in import_to_folder(format_name, path, out_dir):
+    for folder in source.import_to_folder(path, out_dir):
         g = grade_folder(folder)
         write_grade_files(folder, g)
         stop = f"; stop: {g.stop.text}" + (f" at call {g.stop.at_call}" if g.stop.at_call else "") if g.stop else ""
@@ -1155,9 +1160,12 @@ def replay(sources, policies, edits, fmt, jobs, show_all, as_json, runs) -> None
       fleet replay imported/ --policy default --policy my-guard.toml
       fleet replay session.json --policy git:HEAD~1 --policy default --json
     """
-    from harness.importers import IMPORTERS
-    from harness.replay.command import print_progress, render_json, render_text, run_replay
-    from harness.replay.sources import TRANSCRIPT
+    from harness.loading import loading
+
+    with loading():
+        from harness.importers import IMPORTERS
+        from harness.replay.command import print_progress, render_json, render_text, run_replay
+        from harness.replay.sources import TRANSCRIPT
 
     if fmt is not None and fmt != TRANSCRIPT and fmt not in IMPORTERS:
         raise UsageError(f"unknown --format {fmt!r}: expected one of {', '.join([TRANSCRIPT, *sorted(IMPORTERS)])}")

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.failures import classify
 from harness.outcome import label, shown_grade
-from harness.records import AttemptSummary, SweepRecord
+from harness.records import AttemptSummary
+from harness.sweeprecord import SweepRecord
 from harness.report import PASS_GRADE, PassRate, pass_rate
 
 __all__ = [

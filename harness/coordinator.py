@@ -22,7 +22,8 @@ from harness.failures import classify
 from harness.inventory import Inventory
 from harness.noworker import WorkerWatch, consumed_queues, start_command, withdraw
 from harness.outage import Outage
-from harness.records import AttemptSummary, Cell, RerunRecord, SweepRecord, utc_now
+from harness.records import AttemptSummary, Cell, RerunRecord, utc_now
+from harness.sweeprecord import SweepRecord
 from harness.settings import Settings, redact
 from harness.stopping import Stopped
 from harness.store import Store, SweepWriter

@@ -45,7 +45,8 @@ from harness.failures import is_retried
 from harness.inventory import Inventory
 from harness.noworker import Waiting, WorkerWatch
 from harness.outage import Outage
-from harness.records import AttemptRequest, AttemptResult, AttemptSummary, Cell, SweepRecord, utc_now
+from harness.records import AttemptResult, AttemptSummary, Cell, utc_now
+from harness.sweeprecord import AttemptRequest, SweepRecord
 from harness.store import SweepWriter
 from harness.version import harness_commit
 from harness.wakeup import Sleep, Wakeup

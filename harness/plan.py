@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from harness.catalog import Catalog, Item, draw_values
 from harness.errors import UsageError
 from harness.inventory import Host, Inventory
-from harness.records import Cell, HostSummary, SweepRecord, utc_now
+from harness.records import Cell, HostSummary, utc_now
+from harness.sweeprecord import SweepRecord
 from harness.version import harness_commit
 
 __all__ = ["plan_sweep", "new_sweep_id"]

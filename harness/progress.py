@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.dispatch import Event
 from harness.outcome import table_label
-from harness.records import SweepRecord
+from harness.sweeprecord import SweepRecord
 
 __all__ = ["SweepProgress", "matrix_table"]
 

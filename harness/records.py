@@ -1,4 +1,7 @@
-"""Stored and transmitted records: the plan (cells), attempt requests and results, the sweep.
+"""Stored and transmitted records of attempts: the plan's cells, attempt results, meta.json, the sweep's summaries.
+
+The two records that embed the plan's inputs (items, hosts, agents, checks), ``SweepRecord`` and ``AttemptRequest``,
+are in harness/sweeprecord.py, so that reading an attempt folder does not build the catalog's and inventory's models.
 
 Everything here is a pydantic model with a ``schema_version``; documented field by field in
 docs/store.md. A record of an older version must keep loading: bump the version and migrate in a
@@ -11,24 +14,23 @@ import base64
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, JsonValue, SerializerFunctionWrapHandler, Tag, TypeAdapter,
                       PrivateAttr, ValidationInfo, model_serializer, model_validator)
 from pydantic_core import PydanticCustomError
 
-from harness.catalog import Item
-from harness.errors import UsageError
-from harness.checks.spec import CheckSpec
-from harness.inventory import AgentConfig, Host
 from harness.recordfile import check_version, read_record
+
+if TYPE_CHECKING:
+    from harness.inventory import Host
 
 __all__ = [
     "AttemptStatus",
+    "SweepStatus",
     "Cell",
     "ArtifactRecord",
     "Artifact",
-    "AttemptRequest",
     "AttemptResult",
     "AttemptSummary",
     "AttemptMeta",
@@ -39,9 +41,10 @@ __all__ = [
     "ManifestEntry",
     "MANIFEST_ADAPTER",
     "read_meta",
-    "SweepRecord",
     "HostSummary",
     "RerunRecord",
+    "Record",
+    "RECORD_SCHEMA_VERSION",
     "utc_now",
     "sha256_hex",
 ]
@@ -61,6 +64,9 @@ AttemptStatus = Literal["dispatched", "finished", "timeout", "harness_failure"]
 timeout: the agent started and ran past the item's limit (a model result, not retried).
 harness_failure: the fleet failed (reason says how); retried a bounded number of times."""
 
+SweepStatus = Literal["planned", "running", "finished", "interrupted"]
+"""A sweep's state in sweep.json (``SweepRecord.status``)."""
+
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -70,11 +76,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Record(BaseModel):
+    """A stored or sent record: unknown keys are refused. Its validator is built when it is first used, not when
+    its module is imported: a command builds only the records it reads or writes (``fleet import`` starts without
+    building the sweep's)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
-class Cell(_Record):
+class Cell(Record):
     """One planned cell: host x item x agent x repetition."""
 
     id: str = Field(description="Stable within the sweep: HOST/ITEM/AGENT/rREP; also the cell's folder.")
@@ -90,7 +100,7 @@ class Cell(_Record):
         return f"{host}/{item}/{agent}/r{rep}"
 
 
-class ArtifactRecord(_Record):
+class ArtifactRecord(Record):
     """A file of an attempt as stored: its path under the attempt folder, size and sha256; for a file the store
     had to rename (a name that is not UTF-8, a part over 255 bytes, a path too long, or one that then clashed
     with another), the name it had on the host, as text and as its exact bytes."""
@@ -141,25 +151,7 @@ class Artifact(ArtifactRecord):
         return base64.b64decode(self.data_b64)
 
 
-class AttemptRequest(_Record):
-    """What the coordinator sends a worker: everything needed, so workers need no shared files."""
-
-    schema_version: int = RECORD_SCHEMA_VERSION
-    sweep_id: str
-    sweep_uid: str = Field(default="", description="The sweep's uid: part of the attempt's folder on the host.")
-    cell: Cell
-    attempt: int = Field(ge=1)
-    host: Host
-    agent: AgentConfig
-    item: Item
-    prompt: str = Field(description="The rendered prompt text, uploaded to the host as a file.")
-    harness_commit: str
-    checks: list[CheckSpec] = Field(default_factory=list, description="Acceptance checks run after the agent ends.")
-    namespace: str = Field(default="", description="Queue and lock namespace (several fleets on one broker).")
-    task_id: str = ""
-
-
-class AttemptResult(_Record):
+class AttemptResult(Record):
     """What a worker sends back, and (without artifact contents) what meta.json stores."""
 
     schema_version: int = RECORD_SCHEMA_VERSION
@@ -218,7 +210,7 @@ def _builtin_by_command(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-class ManifestEntry(_Record):
+class ManifestEntry(Record):
     """One file of the workspace the agent left (``workspace.manifest.json``, written by the launcher's pack)."""
 
     path: str = Field(description="Relative to the workspace; a skipped folder ends with '/'.")
@@ -237,7 +229,7 @@ class ManifestEntry(_Record):
 MANIFEST_ADAPTER: TypeAdapter[list[ManifestEntry]] = TypeAdapter(list[ManifestEntry])
 
 
-class AttemptMeta(_Record):
+class AttemptMeta(Record):
     """meta.json of one attempt of a sweep: what ran, where, how it ended, and every artifact's sha256.
 
     Written last, by the coordinator, from the worker's ``AttemptResult`` (``AttemptResult.to_meta``); an
@@ -296,7 +288,7 @@ _IMPORTED_V1_FIELDS = frozenset({
 """The keys version 1 of an imported meta.json wrote itself; every other key was one of the recorded facts."""
 
 
-class ImportedMeta(_Record):
+class ImportedMeta(Record):
     """meta.json of a session recorded outside the harness (``fleet import``): an attempt-like folder that
     belongs to no sweep, so it names its item's deliverable itself. Written by harness/importers/folder.py."""
 
@@ -360,7 +352,7 @@ def read_meta(path: Path) -> AttemptMeta | ImportedMeta:
     return read_record(path, META_ADAPTER, tags=("run", "imported"))
 
 
-class AttemptSummary(_Record):
+class AttemptSummary(Record):
     """One attempt of a cell as sweep.json lists it."""
 
     attempt: int = Field(ge=1, description="The attempt's number in its cell, from 1.")
@@ -380,7 +372,7 @@ class AttemptSummary(_Record):
                           "override, harness/grading/override.py); '' when there is none.")
 
 
-class HostSummary(_Record):
+class HostSummary(Record):
     """A host as the sweep saw it (no secrets: no identity file, no environment values)."""
 
     name: str
@@ -413,76 +405,10 @@ class HostSummary(_Record):
         )
 
 
-class RerunRecord(_Record):
+class RerunRecord(Record):
     """One `fleet rerun` of a sweep: which cells it ran again, from which attempt number on."""
 
     at: str = Field(description="When the rerun was planned (UTC, ISO 8601).")
     host: str = Field(description="The host whose cells were run again.")
     cells: dict[str, int] = Field(description="cell id -> the first attempt number this rerun gave it (earlier "
                                   "attempts are kept; the cell's latest attempt is the one that counts).")
-
-
-class SweepRecord(_Record):
-    """sweep.json: the plan, every attempt's summary, and the sweep's state."""
-
-    schema_version: int = RECORD_SCHEMA_VERSION
-    id: str
-    label: str = ""
-    created_at: str
-    finished_at: str = ""
-    status: Literal["planned", "running", "finished", "interrupted"] = "planned"
-    inventory: str = Field(description="The inventory file's absolute path (older sweeps: as it was given).")
-    inventory_sha256: str = Field(default="", description="sha256 of the inventory file when the sweep was planned.")
-    uid: str = Field(default="", description="Random, drawn when the sweep is planned. The id is unique in its results "
-                     "directory; task ids and the hosts' attempt folders also carry the uid, so two coordinators with "
-                     "their own results directories, one broker and one label in the same second never share them "
-                     "(sweeps planned before it: '').")
-    prompts: str
-    harness_commit: str
-    options: dict[str, str | int | list[str] | None] = Field(default_factory=dict)
-    hosts: dict[str, HostSummary]
-    items: dict[str, Item]
-    cells: list[Cell]
-    attempts: dict[str, list[AttemptSummary]] = Field(default_factory=dict, description="cell id -> attempts.")
-    reruns: list[RerunRecord] = Field(default_factory=list, description="Every `fleet rerun` of this sweep, oldest "
-                                      "first (sweeps recorded before it, or never rerun: []).")
-
-    def cell(self, cell_id: str) -> Cell:
-        for c in self.cells:
-            if c.id == cell_id:
-                return c
-        raise KeyError(cell_id)
-
-    def cells_matching(
-        self, host: str | None = None, item: str | None = None, agent: str | None = None, rep: int | None = None
-    ) -> list[Cell]:
-        """Cells by host, item (id or open-prompt number), agent and repetition; None matches any."""
-        return [
-            c for c in self.cells
-            if (host is None or c.host == host) and (item is None or item in (c.item, self.items[c.item].number))
-            and (agent is None or c.agent == agent) and (rep is None or c.rep == rep)
-        ]
-
-    def one_cell(self, host: str, item: str, agent: str | None = None, rep: int | None = None) -> Cell:
-        """The single cell a command names; none or several is the user's error, said in one line."""
-        matches = self.cells_matching(host, item, agent, rep)
-        if not matches:
-            raise UsageError(f"sweep {self.id} has no cell for host {host!r} and item {item!r}")
-        if len(matches) > 1:
-            names = ", ".join(c.id for c in matches[:6])
-            raise UsageError(f"{len(matches)} cells match ({names}); narrow with --agent and --rep")
-        return matches[0]
-
-    def last(self, cell_id: str) -> AttemptSummary | None:
-        runs = self.attempts.get(cell_id) or []
-        return runs[-1] if runs else None
-
-    def rerun_of(self, cell_id: str) -> RerunRecord | None:
-        """The latest rerun that gave the cell its latest attempt (None: the cell's result is from the sweep
-        itself, or a rerun was planned but sent nothing)."""
-        last = self.last(cell_id)
-        for r in reversed(self.reruns):
-            first = r.cells.get(cell_id)
-            if first is not None and last is not None and last.attempt >= first:
-                return r
-        return None

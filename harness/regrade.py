@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from harness.errors import FleetError
-from harness.records import Cell, SweepRecord
+from harness.records import Cell
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ from harness.failures import classify
 from harness.grading.model import Grade, StopRecord
 from harness.grading.override import GradeOverride, latest_override
 from harness.recordfile import read_optional
-from harness.records import AttemptMeta, AttemptStatus, SweepRecord, read_meta
+from harness.records import AttemptMeta, AttemptStatus, read_meta
+from harness.sweeprecord import SweepRecord
 from harness.store import Store, atomic_write
 
 __all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "PASS_GRADE", "PassRate", "pass_rate", "shown_as",

@@ -45,11 +45,14 @@ from pydantic import ValidationError
 
 from harness.nesting import loads_json
 from harness.errors import ArtifactCorrupt, ArtifactRefused, FleetError, StoreError, UnsafeStoredPath, UsageError
-from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, SweepRecord, read_meta, sha256_hex, utc_now
+from harness.records import AttemptMeta, AttemptResult, AttemptSummary, Cell, SweepStatus, read_meta, sha256_hex, utc_now
 
 if TYPE_CHECKING:
     from harness.grading import Grade
     from harness.grading.override import GradeOverride
+    # Imported where a sweep is read: writing an attempt's files (`fleet import`) needs neither the sweep's record
+    # nor the catalog's and inventory's models it embeds.
+    from harness.sweeprecord import SweepRecord
 
 __all__ = ["Store", "atomic_write"]
 
@@ -504,6 +507,8 @@ class Store:
         for own in (path, path.parent / JOURNAL):
             if own.is_symlink():
                 raise UnsafeStoredPath(str(own), "", "is a symbolic link (the store never writes one): not read")
+        from harness.sweeprecord import SweepRecord
+
         try:
             sweep = SweepRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
@@ -767,7 +772,7 @@ def _replay(sweep: SweepRecord, journal: Path) -> None:
             raise StoreError(f"{journal}: line {n}: {why}") from None
 
 
-_STATUSES = get_args(SweepRecord.model_fields["status"].annotation)
+_STATUSES = get_args(SweepStatus)
 
 
 def _cut_torn_tail(journal: Path) -> None:

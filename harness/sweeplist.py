@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.compare import sweep_rate
 from harness.errors import FleetError, UsageError
-from harness.records import SweepRecord
+from harness.sweeprecord import SweepRecord
 from harness.report import PassRate
 from harness.store import Store
 

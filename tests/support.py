@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from harness.catalog import Item
-from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
+from harness.records import Artifact, AttemptResult, Cell, HostSummary, utc_now
+from harness.sweeprecord import SweepRecord
 
 __all__ = ["REPO", "TESTS", "synthetic_sweep", "finished_result", "fleet_argv", "run_fleet", "assert_one_line_error",
            "table_column"]

@@ -33,7 +33,8 @@ from typing import Callable
 
 from harness.errors import (AgentMissing, AgentNotStarted, ArtifactCorrupt, HostLost, HostUnreachable,
                             InfrastructureError, SupervisionLost)
-from harness.records import Artifact, AttemptRequest, AttemptResult, utc_now
+from harness.records import Artifact, AttemptResult, utc_now
+from harness.sweeprecord import AttemptRequest
 from workers import launcher
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import ShellResult, Transport

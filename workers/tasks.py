@@ -27,7 +27,7 @@ from celery import Task, states
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from harness.inventory import Host
-from harness.records import AttemptRequest
+from harness.sweeprecord import AttemptRequest
 from harness.settings import Settings
 from workers.adapters import adapter_for
 from workers.app import TASK_RUN_ATTEMPT, WAITING, app, current_settings

@@ -31,7 +31,8 @@ from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.speed import AttemptSpeed, SpeedSummary, attempt_speed, ratio, summarize
 from harness.errors import FleetError, UsageError
 from harness.outcome import shown_grade
-from harness.records import AttemptMeta, HostSummary, SweepRecord, read_meta
+from harness.records import AttemptMeta, HostSummary, read_meta
+from harness.sweeprecord import SweepRecord
 from harness.report import PassRate, pass_rate
 from harness.store import JOURNAL, Store
 

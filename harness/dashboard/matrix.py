@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.compare import State, _states, regressed_between, states_of_grades
 from harness.outcome import label, shown_grade
-from harness.records import Cell, SweepRecord
+from harness.records import Cell
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from harness.sweeplist import shown_status
 

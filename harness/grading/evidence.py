@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.agents import writes_transcript
-from harness.catalog import Item
 from harness.errors import TranscriptError
 from harness.grading.model import CHECKS_ADAPTER, Evidence, StopRecord
 from harness.recordfile import read_optional
 from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
+
+if TYPE_CHECKING:
+    # Only a type here: an imported session is graded without an item, and `fleet import` starts faster
+    # without building the catalog's models.
+    from harness.catalog import Item
 
 __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import StoreError, UsageError
 from harness.grading.model import Grade, GradeName
-from harness.records import AttemptSummary, SweepRecord, utc_now
+from harness.records import AttemptSummary, utc_now
+from harness.sweeprecord import SweepRecord
 
 if TYPE_CHECKING:
     from harness.store import Store

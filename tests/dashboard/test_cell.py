@@ -24,7 +24,8 @@ from harness.dashboard.cell import cell_page
 from harness.dashboard.context import Links
 from harness.grading.model import Grade, StopRecord
 from harness.grading.override import override_grade
-from harness.records import Artifact, SweepRecord
+from harness.records import Artifact
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from harness.transcript import (GuardDecision, ModelError, ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent,
                                 RunEnd, RunStart, StopEvent, ToolCall, ToolCallRecord, ToolDetails, ToolResult,

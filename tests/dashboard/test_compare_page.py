@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 
 from harness.dashboard.app import make_app
 from harness.grading.model import Grade
-from harness.records import Cell, SweepRecord
+from harness.records import Cell
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from harness.transcript import ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent, RunEnd, RunStart, \
     TranscriptWriter, Usage

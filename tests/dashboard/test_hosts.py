@@ -12,7 +12,8 @@ from starlette.testclient import TestClient
 
 from harness.dashboard.app import make_app
 from harness.grading.model import Grade
-from harness.records import Artifact, Cell, SweepRecord
+from harness.records import Artifact, Cell
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from harness.transcript import ModelRequest, ModelResponse, RunEnd, RunStart, TranscriptWriter, Usage
 from tests.support import finished_result, synthetic_sweep

@@ -16,7 +16,8 @@ from harness.checks.result import CheckResult
 from harness.grading import GRADER_VERSION, Grade, evidence_from_attempt, grade
 from harness.grading.model import CHECKS_ADAPTER
 from harness.recordfile import read_optional, read_record
-from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, SweepRecord, read_meta
+from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from harness.transcript import OwnerReceipt, ReceiptEvent, RunEnd, RunStart, StopEvent, read_transcript
 

@@ -25,26 +25,31 @@ SESSION = REPO / "tests" / "fixtures" / "pixel-fleet" / "photo-renamer-bfb62a2b.
 FLEET_ONLY = ("celery", "kombu", "redis", "paramiko", "fabric", "invoke", "httpx", "starlette", "uvicorn",
               "sqlalchemy", "playwright", "workers")
 
-# Run one command through the console script's own `main` and write the modules then loaded. `-c` from the
-# checkout: this checkout's harness, whichever one the venv's editable install points at.
+# Run one command through the console script's own `main` and write the modules then loaded, and the garbage
+# collector's state after it. `-c` from the checkout: this checkout's harness, whichever one the venv's editable
+# install points at.
 _CODE = """
-import json, sys
+import gc, json, sys
 from harness.cli import main
 rc = main(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
-    json.dump(sorted(sys.modules), f)
+    json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collector_on": gc.isenabled()}, f)
 sys.exit(rc or 0)
 """
 
 
-def _loaded(tmp_path: Path, *args: str) -> set[str]:
-    out = tmp_path / "modules.json"
+def _run(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "after.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env["FLEET_HARNESS_COMMIT"] = "test-commit"  # --version asks git otherwise: not what is measured here
     proc = subprocess.run([sys.executable, "-c", _CODE, str(out), *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    return set(json.loads(out.read_text()))
+    return json.loads(out.read_text())
+
+
+def _loaded(tmp_path: Path, *args: str) -> set[str]:
+    return set(_run(tmp_path, *args)["modules"])
 
 
 def _present(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -74,9 +79,21 @@ def test_a_one_session_replay_loads_neither_the_grader_nor_the_records_nor_rich(
 def test_a_one_session_import_loads_nothing_of_the_fleet_nor_rich(tmp_path: Path) -> None:
     modules = _loaded(tmp_path, "import", "pixel-fleet", str(SESSION), "--out", str(tmp_path / "out"))
     assert "harness.importers.pixel_fleet" in modules and list((tmp_path / "out").glob("*/grade.json"))
-    # rich: 20 ms of about 270 for the one line per run it would print unchanged.
-    heavy = ("rich", "harness.coordinator", "harness.dispatch", "harness.settings", *FLEET_ONLY)
+    # rich: 20 ms of about 270 for the one line per run it would print unchanged. The sweep's record and the plan's
+    # inputs it embeds (catalog, inventory, check specs): 30 ms, for a session that is no sweep's.
+    heavy = ("rich", "harness.coordinator", "harness.dispatch", "harness.settings", "harness.sweeprecord",
+             "harness.catalog", "harness.inventory", "harness.checks.spec", *FLEET_ONLY)
     assert _present(modules, heavy) == []
+
+
+def test_import_and_replay_load_with_the_collector_off_then_freeze_what_they_loaded(tmp_path: Path) -> None:
+    # harness/loading.py: about 70 collector passes over the models being built (20 ms), and the scan of them all
+    # at exit (20 ms more), are what this saves. Frozen: the tens of thousands of objects the start built.
+    for args in (["import", "pixel-fleet", str(SESSION), "--out", str(tmp_path / "out")],
+                 ["replay", str(SESSION), "--runs", str(tmp_path / "runs")]):
+        after = _run(tmp_path, *args)
+        assert after["frozen"] > 10_000, (args[0], after["frozen"])
+        assert after["collector_on"], args[0]  # on again for the work
 
 
 def _rich_writes(text: str, terminal: bool) -> str:

@@ -13,7 +13,8 @@ import pytest
 from harness.compare import CHANGES, compare_sweeps, sign_test
 from harness.errors import UsageError
 from harness.grading import Grade
-from harness.records import Cell, SweepRecord
+from harness.records import Cell
+from harness.sweeprecord import SweepRecord
 from harness.report import cell_results, pass_rate, write_report
 from harness.store import Store
 from harness.sweeplist import list_sweeps, previous_sweep

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.compare import compare_sweeps, regressed_groups
-from harness.records import AttemptSummary, SweepRecord
+from harness.records import AttemptSummary
+from harness.sweeprecord import SweepRecord
 from tests.support import synthetic_sweep
 
 OUTCOMES = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE", "HF", "", "running", "override",

@@ -17,7 +17,8 @@ from harness.catalog import load_catalog
 from harness.errors import ArtifactCorrupt, ArtifactRefused, StoreError, UsageError
 from harness.inventory import load_inventory
 from harness.plan import plan_sweep
-from harness.records import Artifact, AttemptResult, AttemptSummary, SweepRecord, sha256_hex
+from harness.records import Artifact, AttemptResult, AttemptSummary, sha256_hex
+from harness.sweeprecord import SweepRecord
 from harness.store import Store, atomic_write
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINp+KAVIeeJtmTE2mHUtyrWs6pTWHU1PACBUX+WdKpp4"

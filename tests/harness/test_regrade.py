@@ -15,7 +15,8 @@ import pytest
 import harness.store as store_module
 from harness.dispatch import grade_attempt
 from harness.errors import StoreError, UnsafeStoredPath
-from harness.records import Artifact, SweepRecord
+from harness.records import Artifact
+from harness.sweeprecord import SweepRecord
 from harness.regrade import regrade
 from harness.store import Store, SweepWriter
 from tests.support import finished_result, replace_failing_at, synthetic_sweep

@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.progress import attempts_suffix, matrix_table
-from harness.records import AttemptSummary, RerunRecord, SweepRecord
+from harness.records import AttemptSummary, RerunRecord
+from harness.sweeprecord import SweepRecord
 from harness.store import Store
 from tests.support import run_fleet, synthetic_sweep
 

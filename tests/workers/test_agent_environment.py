@@ -14,7 +14,8 @@ from harness.catalog import Item
 from harness.checks.spec import CheckSpec
 from harness.errors import InventoryError
 from harness.inventory import AgentConfig, Host, ModelEndpoint, load_inventory
-from harness.records import AttemptRequest, Cell
+from harness.records import Cell
+from harness.sweeprecord import AttemptRequest
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt
 from workers.transport.local import LocalTransport

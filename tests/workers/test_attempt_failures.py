@@ -20,7 +20,8 @@ from harness.checks.spec import CheckSpec
 from harness.errors import HostLost, HostUnreachable
 from harness.failures import REASONS, classify
 from harness.inventory import AgentConfig, Host, ModelEndpoint
-from harness.records import AttemptRequest, AttemptResult, Cell
+from harness.records import AttemptResult, Cell
+from harness.sweeprecord import AttemptRequest
 from workers import launcher
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness.catalog import Item
 from harness.inventory import AgentConfig, Host, ModelEndpoint
-from harness.records import AttemptRequest, AttemptResult, Cell
+from harness.records import AttemptResult, Cell
+from harness.sweeprecord import AttemptRequest
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt
 from workers.transport.base import Transport

@@ -16,7 +16,8 @@ import pytest
 from harness.catalog import Item
 from harness.dispatch import Dispatcher
 from harness.inventory import Host, load_inventory
-from harness.records import AttemptRequest, Cell
+from harness.records import Cell
+from harness.sweeprecord import AttemptRequest
 from workers.app import TASKS, app, queue_for
 from tests.support import REPO
 

@@ -16,7 +16,8 @@ import workers.app
 import workers.tasks
 from harness.catalog import Item
 from harness.inventory import load_inventory
-from harness.records import AttemptRequest, AttemptResult, Cell, utc_now
+from harness.records import AttemptResult, Cell, utc_now
+from harness.sweeprecord import AttemptRequest
 from harness.settings import Settings
 from workers.slots import FileSlots, RedisSlots
 from tests.support import REPO

@@ -20,7 +20,8 @@ from harness.errors import GradeGate, UsageError
 from harness.grading import Grade
 from harness.grading.override import GradeOverride, override_grade, read_grade_history
 from harness.outcome import shown_grade
-from harness.records import AttemptSummary, SweepRecord
+from harness.records import AttemptSummary
+from harness.sweeprecord import SweepRecord
 from harness.report import cell_results, write_report
 from harness.store import Store
 from tests.support import assert_one_line_error, finished_result, run_fleet, synthetic_sweep

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness.catalog import Item
 from harness.grading import Grade, StopRecord, evidence_from_attempt, grade
-from harness.records import Artifact, AttemptResult, Cell, HostSummary, SweepRecord, utc_now
+from harness.records import Artifact, AttemptResult, Cell, HostSummary, utc_now
+from harness.sweeprecord import SweepRecord
 from harness.report import cell_results, write_report
 from harness.store import Store
 from tests.support import TESTS

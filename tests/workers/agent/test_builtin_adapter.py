@@ -11,7 +11,8 @@ import pytest
 from harness.catalog import Item
 from harness.inventory import AgentConfig, Host, ModelEndpoint
 from harness.modelserver import ScriptedModelServer
-from harness.records import AttemptRequest, Cell
+from harness.records import Cell
+from harness.sweeprecord import AttemptRequest
 from harness.transcript import EVENT_ADAPTER
 from workers.adapters.base import AttemptPaths
 from workers.adapters.builtin import BuiltinAdapter
