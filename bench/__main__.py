@@ -45,7 +45,8 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
 
 CACHED: dict[str, tuple[str, ...]] = {
     "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store.py", "harness/records.py",
-                 "harness/grading", "harness/transcript.py", "harness/catalog.py", "tests/golden"),
+                 "harness/sweeprecord.py", "harness/grading", "harness/transcript.py", "harness/catalog.py",
+                 "tests/golden"),
 }
 """What a benchmark's kept setup is built from: the sweeps bench_commands writes (a minute and a half for 10,000
 cells) are kept under ~/.cache/fleet-harness/bench/ and used again while none of these changed."""

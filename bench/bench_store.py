@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.catalog import Item  # noqa: E402
 from harness.grading import Grade  # noqa: E402
-from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now
-from harness.sweeprecord import SweepRecord
+from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now  # noqa: E402
+from harness.sweeprecord import SweepRecord  # noqa: E402
 from harness.store import Store, SweepWriter  # noqa: E402
 
 PAYLOAD = b"x" * 20_000

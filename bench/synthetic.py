@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.catalog import Item  # noqa: E402
 from harness.grading import Grade  # noqa: E402
-from harness.records import Artifact, AttemptMeta, AttemptResult, Cell, HostSummary, read_meta
-from harness.sweeprecord import SweepRecord
+from harness.records import Artifact, AttemptMeta, AttemptResult, Cell, HostSummary, read_meta  # noqa: E402
+from harness.sweeprecord import SweepRecord  # noqa: E402
 from harness.store import Store  # noqa: E402
 from bench.record import setup_without_syncs  # noqa: E402
 

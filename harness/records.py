@@ -77,11 +77,9 @@ def sha256_hex(data: bytes) -> str:
 
 
 class Record(BaseModel):
-    """A stored or sent record: unknown keys are refused. Its validator is built when it is first used, not when
-    its module is imported: a command builds only the records it reads or writes (``fleet import`` starts without
-    building the sweep's)."""
+    """A stored or sent record: unknown keys are refused."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class Cell(Record):
