@@ -46,7 +46,7 @@ def importer(name: str) -> Importer:
 
 
 def __getattr__(name: str) -> Any:
-    # ``grade_folder`` pulls in the grading code, the catalog and the records' models (about 0.1 s of a start);
+    # ``grade_folder`` pulls in the grading code and the attempt records' models (tens of ms of a start);
     # `fleet replay` reads only IMPORTERS and a format's reader, so the grader is imported when first asked for.
     if name == "grade_folder":
         from harness.importers.folder import grade_folder
