@@ -44,8 +44,8 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
 }
 
 CACHED: dict[str, tuple[str, ...]] = {
-    "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store.py", "harness/records.py",
-                 "harness/sweeprecord.py", "harness/grading", "harness/transcript.py", "harness/catalog.py",
+    "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store/__init__.py", "harness/core/records.py",
+                 "harness/core/sweep.py", "harness/grading", "harness/core/transcript.py", "harness/core/catalog.py",
                  "tests/golden"),
 }
 """What a benchmark's kept setup is built from: the sweeps bench_commands writes (a minute and a half for 10,000

@@ -39,10 +39,10 @@ from typing import Any, Callable, Iterator
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.catalog import Item  # noqa: E402
-from harness.inventory import Host, load_inventory  # noqa: E402
-from harness.records import Cell, utc_now  # noqa: E402
-from harness.sweeprecord import AttemptRequest  # noqa: E402
+from harness.core.catalog import Item  # noqa: E402
+from harness.core.inventory import Host, load_inventory  # noqa: E402
+from harness.core.records import Cell, utc_now  # noqa: E402
+from harness.core.sweep import AttemptRequest  # noqa: E402
 from tests.integration.fleetkit import FLEET, RedisServer, SSHHost, Worker, fleet_env, keygen  # noqa: E402
 from workers.adapters.registry import adapter_for  # noqa: E402
 from workers.attempt import run_attempt  # noqa: E402

@@ -3,7 +3,7 @@ result holding a 5 MB workspace file (random bytes) is stored through Celery's R
 it to the waiting coordinator, subscribed as the coordinator is) and read back by the coordinator, on a fresh
 redis-server each time.
 
-* **figure**: the result as the worker stores it now, the file beside it as raw bytes (harness/blobs.py);
+* **figure**: the result as the worker stores it now, the file beside it as raw bytes (workers/blobs.py);
 * **baseline**, in the same run: the same result with the file inline, base64 in the result (before).
 
 Run: .venv/bin/python bench/bench_blobs.py [--mb 5] [--json bench/results.json]
@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.blobs import BlobStore  # noqa: E402
-from harness.records import Artifact, AttemptResult, utc_now  # noqa: E402
-from harness.settings import Settings  # noqa: E402
+from workers.blobs import BlobStore  # noqa: E402
+from harness.core.records import Artifact, AttemptResult, utc_now  # noqa: E402
+from harness.core.settings import Settings  # noqa: E402
 from tests.integration.fleetkit import RedisServer  # noqa: E402
 from bench.record import record  # noqa: E402
 

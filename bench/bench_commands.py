@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.grading import evidence_from_attempt, grade  # noqa: E402
-from harness.records import utc_now  # noqa: E402
+from harness.core.records import utc_now  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 from bench.record import record  # noqa: E402

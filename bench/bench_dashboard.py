@@ -8,7 +8,7 @@ same run.
   sweep alone (what the page costs on top of reading the state) and of both sweeps.
 - list: a results directory of 100, then 1,000 small sweeps (8 cells each, 10 labels), and one of 100 sweeps
   of 100 cells each (the list's cost must not follow the sweeps' sizes): ``GET /`` and its
-  peak memory (tracemalloc: every Python allocation, the app's thread included), ``harness.sweeplist.
+  peak memory (tracemalloc: every Python allocation, the app's thread included), ``harness.views.sweeplist.
   list_sweeps`` (what ``fleet sweeps`` and the page share: the index), and the baseline: every sweep.json read
   (``Store.load_sweep`` and a line made from it for every sweep, what the list did before the index kept the
   lines).
@@ -40,9 +40,9 @@ from starlette.testclient import TestClient  # noqa: E402
 from harness.dashboard.app import make_app  # noqa: E402
 from harness.dashboard.context import Dashboard, Links  # noqa: E402
 from harness.dashboard.sweeps import sweep_page  # noqa: E402
-from harness.records import Artifact  # noqa: E402
+from harness.core.records import Artifact  # noqa: E402
 from harness.store import Store  # noqa: E402
-from harness.sweeplist import _line, list_sweeps  # noqa: E402
+from harness.views.sweeplist import _line, list_sweeps  # noqa: E402
 
 from bench.synthetic import plan, write  # noqa: E402
 
@@ -134,10 +134,10 @@ def bench_list(root: Path, counts: list[int], repeat: int, items: int = 4, agent
 
 def bench_cell(root: Path, events: int, repeat: int) -> dict[str, float]:
     """The cell page of an ``events``-event transcript (``GET /sweeps/ID/cells/CELL`` through TestClient, and
-    ``cell_page`` alone), beside ``harness.transcript.parse_transcript`` of that file alone: the page must be
+    ``cell_page`` alone), beside ``harness.core.transcript.parse_transcript`` of that file alone: the page must be
     under 200 ms. The transcript is the cell test's (turns, tool calls, errors, guard decisions)."""
     from harness.dashboard.cell import cell_page
-    from harness.transcript import parse_transcript
+    from harness.core.transcript import parse_transcript
     from tests.dashboard.test_cell import _long_transcript
     from tests.support import finished_result, synthetic_sweep
 
@@ -197,7 +197,7 @@ def main() -> None:
         print(f"  cell_page alone                      {cell['render_s'] * 1000:8.0f} ms")
         print(f"  baseline: parse_transcript alone     {cell['parse_s'] * 1000:8.0f} ms")
     if args.json:
-        from harness.records import utc_now
+        from harness.core.records import utc_now
 
         path = Path(args.json)
         data = json.loads(path.read_text()) if path.is_file() else {}

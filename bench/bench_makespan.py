@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.records import utc_now  # noqa: E402
+from harness.core.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import FLEET, RedisServer, SSHHost, Worker, fleet_env, keygen  # noqa: E402
 from bench.record import record  # noqa: E402
 from tests.integration.conftest import write_prompts  # noqa: E402

@@ -19,9 +19,9 @@ from pathlib import Path, PurePosixPath
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now  # noqa: E402
-from harness.sweeprecord import SweepRecord  # noqa: E402
-from harness.catalog import Item  # noqa: E402
+from harness.core.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now  # noqa: E402
+from harness.core.sweep import SweepRecord  # noqa: E402
+from harness.core.catalog import Item  # noqa: E402
 from harness.store import Store  # noqa: E402
 from bench.record import record as record_figures  # noqa: E402
 

@@ -31,11 +31,11 @@ from bench.record import record, setup_without_syncs  # noqa: E402
 from harness.guard.budget import RunProgressBudget  # noqa: E402
 from harness.guard.policy import BudgetLimits, GuardPolicy  # noqa: E402
 from harness.guard.verdict import recognize  # noqa: E402
-from harness.records import utc_now  # noqa: E402
+from harness.core.records import utc_now  # noqa: E402
 from harness.replay.policies import PolicySpec  # noqa: E402
-from harness.replay.runner import replay_all  # noqa: E402
+from harness.replay.parallel import replay_all  # noqa: E402
 from harness.replay.sources import read_source  # noqa: E402
-from harness.transcript import (  # noqa: E402
+from harness.core.transcript import (  # noqa: E402
     ModelResponse,
     OwnerReceipt,
     ReceiptEvent,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.inventory import load_inventory  # noqa: E402
-from harness.records import utc_now  # noqa: E402
+from harness.core.inventory import load_inventory  # noqa: E402
+from harness.core.records import utc_now  # noqa: E402
 from tests.integration.fleetkit import SSHHost, keygen  # noqa: E402
 from workers.transport import connect_for  # noqa: E402
 from bench.record import record  # noqa: E402

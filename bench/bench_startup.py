@@ -109,7 +109,7 @@ def _works(scratch: Path) -> dict[str, Callable[[int], None]]:
     from harness.importers import grade_folder, import_to_folder
     from harness.replay.command import render_text, run_replay
     from harness.store import write_grade_files
-    from harness.version import harness_commit
+    from harness.core.version import harness_commit
 
     def version(n: int) -> None:
         harness_commit.__wrapped__()  # uncached: the git calls a fresh process makes
@@ -172,7 +172,7 @@ def main() -> int:
             lines.append((f"in-process {name} (floor: the work alone, warm)", stats))
         load_after = Path("/proc/loadavg").read_text().split()[0]
         row["load_average"] = f"{load_before} before, {load_after} after"
-        from harness.records import utc_now
+        from harness.core.records import utc_now
 
         row["measured_at"] = utc_now()
     finally:

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.catalog import Item  # noqa: E402
+from harness.core.catalog import Item  # noqa: E402
 from harness.grading import Grade  # noqa: E402
-from harness.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now  # noqa: E402
-from harness.sweeprecord import SweepRecord  # noqa: E402
+from harness.core.records import Artifact, AttemptResult, AttemptSummary, Cell, HostSummary, utc_now  # noqa: E402
+from harness.core.sweep import SweepRecord  # noqa: E402
 from harness.store import Store, SweepWriter  # noqa: E402
 
 PAYLOAD = b"x" * 20_000

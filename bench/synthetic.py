@@ -18,10 +18,10 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.catalog import Item  # noqa: E402
+from harness.core.catalog import Item  # noqa: E402
 from harness.grading import Grade  # noqa: E402
-from harness.records import Artifact, AttemptMeta, AttemptResult, Cell, HostSummary, read_meta  # noqa: E402
-from harness.sweeprecord import SweepRecord  # noqa: E402
+from harness.core.records import Artifact, AttemptMeta, AttemptResult, Cell, HostSummary, read_meta  # noqa: E402
+from harness.core.sweep import SweepRecord  # noqa: E402
 from harness.store import Store  # noqa: E402
 from bench.record import setup_without_syncs  # noqa: E402
 
@@ -106,8 +106,8 @@ def write(store: Store, sweep: SweepRecord, shift: int = 0,
           results: Callable[[Cell, int], AttemptResult] | None = None) -> None:
     """Record every cell's attempt and its grade with the real SweepWriter, and finish the sweep. Without
     ``results``: a small attempt and a grade from GRADES (``shift`` varies the mix); with it: the attempt it gives
-    for each cell (its n-th), graded by the real grader (``harness.dispatch.grade_attempt``)."""
-    from harness.dispatch import grade_attempt
+    for each cell (its n-th), graded by the real grader (``harness.coordinator.dispatch.grade_attempt``)."""
+    from harness.coordinator.dispatch import grade_attempt
 
     with setup_without_syncs(), store.writer(sweep.id) as w:
         w.save_sweep(sweep)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness.catalog import Item
-from harness.records import Artifact, AttemptResult, Cell, HostSummary, utc_now
-from harness.sweeprecord import SweepRecord
+from harness.core.catalog import Item
+from harness.core.records import Artifact, AttemptResult, Cell, HostSummary, utc_now
+from harness.core.sweep import SweepRecord
 
 __all__ = ["REPO", "TESTS", "synthetic_sweep", "finished_result", "fleet_argv", "run_fleet", "assert_one_line_error",
            "table_column"]

@@ -1,6 +1,6 @@
 """The Celery app: one import-light module, JSON only, one routing table.
 
-Two modes, the same code path (``harness.settings.Settings`` says which):
+Two modes, the same code path (``harness.core.settings.Settings`` says which):
 - distributed: a broker URL (``--broker`` / ``FLEET_BROKER_URL``, ``redis://...``); workers run anywhere with
   ``fleet worker``.
 - embedded (no broker given): kombu's SQLAlchemy transport on SQLite under ``<runs>/.queue/`` and
@@ -21,7 +21,7 @@ import math
 
 from celery import Celery
 
-from harness.settings import Settings, redact
+from harness.core.settings import Settings, redact
 
 __all__ = ["app", "configure", "control_queue", "current_settings", "queue_for", "route", "TASK_FIRE_SCHEDULE",
            "TASK_RUN_ATTEMPT", "TASKS", "WAITING", "redact"]
@@ -94,7 +94,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
     share them)."""
     global _settings
     if settings.embedded:
-        from harness.sqlitebroker import register
+        from workers.sqlitebroker import register
 
         register()
         settings.queue_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
         result_backend=settings.celery_backend,
         broker_transport_options=options,
         result_backend_transport_options=backend_options,
-        # The coordinator reads results itself and waits out an outage where it can say so (harness.outage); a
+        # The coordinator reads results itself and waits out an outage where it can say so (harness.coordinator.outage); a
         # worker retries every backend call (its reads before it stores a result too) for that long.
         result_backend_always_retry=worker and not settings.embedded,
         result_backend_max_retries=2 * outage + 10,  # the sleeps are random, up to 1 s: about 0.5 s each

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import (AgentMissing, AgentNotStarted, ArtifactCorrupt, HostLost, HostUnreachable,
+from harness.core.errors import (AgentMissing, AgentNotStarted, ArtifactCorrupt, HostLost, HostUnreachable,
                             InfrastructureError, SupervisionLost)
-from harness.records import Artifact, AttemptResult, utc_now
-from harness.sweeprecord import AttemptRequest
-from workers import launcher
+from harness.core.records import Artifact, AttemptResult, utc_now
+from harness.core.sweep import AttemptRequest
+from workers.host import launcher
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import ShellResult, Transport
 
@@ -45,9 +45,9 @@ PACK_TIMEOUT_S = 300.0
 """How long packing the attempt folder on the host may take (a large workspace, a slow disk)."""
 REAP_ALLOWANCE_S = 60.0
 """Added to the start's bound: the launcher's start first ends what earlier deliveries left, giving each earlier
-supervisor its TERM grace (workers/launcher.py TERM_GRACE) to end its own tree."""
+supervisor its TERM grace (workers/host/launcher.py TERM_GRACE) to end its own tree."""
 
-LAUNCHER_SOURCE = (Path(__file__).parent / "launcher.py").read_bytes()
+LAUNCHER_SOURCE = (Path(__file__).parent / "host" / "launcher.py").read_bytes()
 """Sent on stdin with every launcher request: the host never runs a launcher file the agent could rewrite."""
 
 
@@ -133,7 +133,7 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     """One poll on the host: write the heartbeat, then wait for exit.json while the launcher lives, for up to
     ``window_s``; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
 
-    The wait blocks on the delivery's wake FIFO (workers/launcher.py WAKE): the supervisor writes a line into it once
+    The wait blocks on the delivery's wake FIFO (workers/host/launcher.py WAKE): the supervisor writes a line into it once
     exit.json (then packed.json) is there, so the end is seen at once, and nothing on the host wakes at intervals to
     look. A timer in the background signals the poll (USR1) at the window's end, which ends its read; any line only
     makes the poll look again, and after ``WAKE_LINES`` of them it stops reading (the worker waits the rest of the
@@ -266,7 +266,7 @@ class _Attempt:
         self.streams: dict | None = None
         """streams.json as the launcher's pack wrote it: each output stream's size, sha256 and kept bytes."""
         self.bundle: dict | None = None
-        """The delivery's bundle (workers/launcher.py): its size and sha256 as the supervisor signed them in packed.json,
+        """The delivery's bundle (workers/host/launcher.py): its size and sha256 as the supervisor signed them in packed.json,
         or as the pack verb said; None when the pack wrote none (a full disk: the files are read one by one)."""
         self.delivered: dict[str, bytes] | None = None
         """The delivery folder's files the worker takes (streams, streams.json, manifest.json, outputs.json,
@@ -546,7 +546,7 @@ class _Attempt:
     def run_checks(self) -> None:
         """Run the item's acceptance checks on the host, in the workspace the agent left, each with its
         own time limit, from the harness release installed there; results go to ``checks.json``."""
-        from harness.checks.runner import CheckPlace, run_check
+        from workers.checks.runner import CheckPlace, run_check
         from workers.install import ensure_harness
 
         p = self.paths
@@ -693,7 +693,7 @@ class _Attempt:
             arts.append(Artifact.of("harness/refused-members.txt", ("\n".join(self.refused) + "\n").encode(
                 "utf-8", "backslashreplace")))
         if "transcript.jsonl" not in collected:
-            from harness.errors import TranscriptImportError
+            from harness.core.errors import TranscriptImportError
 
             try:
                 transcript = self.adapter.normalize(collected)

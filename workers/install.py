@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import AgentNotStarted
-from harness.inventory import Host
-from harness.version import SOURCE_ROOT, harness_commit
+from harness.core.errors import AgentNotStarted
+from harness.core.inventory import Host
+from harness.core.version import SOURCE_ROOT, harness_commit
 from workers.transport.base import Transport
 
 __all__ = ["Release", "source_release", "ensure_harness", "HOST_REQUIREMENTS"]
@@ -109,7 +109,7 @@ def ensure_harness(t: Transport, host: Host, release: Release | None = None, tim
             f"venv/bin/python -m pip install -q --disable-pip-version-check {reqs}; "
             f"venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation ./src "
             f"|| venv/bin/python -m pip install -q --disable-pip-version-check --no-deps ./src; "
-            f"venv/bin/python -c 'import harness.guard, workers.agent'; touch .ready",
+            f"venv/bin/python -c 'import harness.guard, workers.host.agent'; touch .ready",
             timeout=timeout_s,
         )
         if not r.ok:

@@ -72,7 +72,7 @@ class RedisBackend(_CeleryRedisBackend):
 
     def on_task_call(self, producer: Any, task_id: str) -> None:
         """Nothing: Celery's subscribes the sender to the task's result channel here, for ``AsyncResult.get()``. The
-        coordinator never calls it: it waits on its own subscription (``harness.wakeup``) and reads results with GET.
+        coordinator never calls it: it waits on its own subscription (``harness.coordinator.wakeup``) and reads results with GET.
         Celery's subscription only cost each send a SUBSCRIBE (and each result an UNSUBSCRIBE when it was dropped) and
         had Redis push every result to a connection nobody read, where they piled up."""
 

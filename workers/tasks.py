@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from celery import Task, states
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from harness.inventory import Host
-from harness.sweeprecord import AttemptRequest
-from harness.settings import Settings
+from harness.core.inventory import Host
+from harness.core.sweep import AttemptRequest
+from harness.core.settings import Settings
 from workers.adapters import adapter_for
 from workers.app import TASK_RUN_ATTEMPT, WAITING, app, current_settings
 from workers.attempt import Timing, run_attempt
@@ -149,7 +149,7 @@ def run_attempt_task(self: Task, request: dict) -> dict:
     lease = None
     settled = False
     try:
-        # An agent kind this worker does not know fails here, in validation (harness.agents declares the kinds an
+        # An agent kind this worker does not know fails here, in validation (harness.core.agents declares the kinds an
         # AgentConfig admits, and every declared kind has an adapter), so adapter_for() below cannot miss.
         req = AttemptRequest.model_validate(request)
         settings = current_settings()
@@ -172,8 +172,8 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         # release below finds it released.
         result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot,
                              on_host_free=lease.release if lease is not None else None)
-        # Large artifacts go beside the result on Redis as raw bytes, not base64 inside it (harness/blobs.py).
-        from harness.blobs import blobs_for
+        # Large artifacts go beside the result on Redis as raw bytes, not base64 inside it (workers/blobs.py).
+        from workers.blobs import blobs_for
 
         blobs = blobs_for(settings.celery_backend)
         if blobs is not None and req.task_id:

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness.errors import FleetError, UnsafeStoredPath, UsageError
+from harness.core.errors import FleetError, UnsafeStoredPath, UsageError
 from harness.store import Store
 
 from harness.dashboard.context import STATIC, Dashboard, Links

@@ -27,18 +27,19 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from harness.checks.result import CheckResult
+from harness.core.checks.result import CheckResult
 from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.timeline import Clip, Timeline, build_timeline
-from harness.errors import FleetError, UnsafeStoredPath, UsageError
+from harness.core.errors import FleetError, UnsafeStoredPath, UsageError
 from harness.grading.model import CHECKS_ADAPTER, Grade
 from harness.grading.override import GradeHistory, read_grade_history
-from harness.outcome import label, shown_grade
-from harness.records import MANIFEST_ADAPTER, AttemptMeta, AttemptSummary, Cell, ManifestEntry, read_meta
-from harness.recordfile import read_optional
+from harness.views.labels import label
+from harness.grading.scale import shown_grade
+from harness.core.records import MANIFEST_ADAPTER, AttemptMeta, AttemptSummary, Cell, ManifestEntry, read_meta
+from harness.core.recordfile import read_optional
 from harness.store import Store
-from harness.sweeplist import shown_status
-from harness.transcript import OwnerReceipt, parse_transcript
+from harness.views.sweeplist import shown_status
+from harness.core.transcript import OwnerReceipt, parse_transcript
 
 __all__ = ["routes", "cell_page", "read_cell", "open_stored", "CellView", "AttemptRow", "StoredFile", "Shown",
            "WorkspaceFile", "FILE_CAP", "INLINE_TOTAL"]

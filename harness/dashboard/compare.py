@@ -1,6 +1,6 @@
 """Compare two sweeps (``/compare?baseline=X&candidate=Y``) and the replay results (``/replays``, ``/replays/NAME``).
 
-Compare is ``harness.compare.compare_sweeps`` rendered: what ``fleet compare`` prints, with links to both sweeps'
+Compare is ``harness.views.comparison.compare_sweeps`` rendered: what ``fleet compare`` prints, with links to both sweeps'
 cells. Changed cell groups only unless ``?all=1``, regressions first (the rows' own order).
 
 Replays are the files ``fleet replay ... --json > runs/replays/NAME.json`` leaves: one ``ReplayOutcome`` per line,
@@ -24,15 +24,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from harness.compare import compare_sweeps
+from harness.views.comparison import compare_sweeps
 from harness.dashboard.context import Dashboard, Links
-from harness.errors import FleetError, StoreError, UnsafeStoredPath, UsageError
-from harness.records import Cell
+from harness.core.errors import FleetError, StoreError, UnsafeStoredPath, UsageError
+from harness.core.records import Cell
 from harness.replay.command import _calls as call_ranges
 from harness.replay.differ import Difference, describe_stop, differences
 from harness.replay.outcome import ReplayOutcome
 from harness.store import Store
-from harness.sweeplist import previous_sweep, shown_status
+from harness.views.sweeplist import previous_sweep, shown_status
 
 __all__ = ["routes", "compare_page", "ReplayFile", "PolicyLine", "PolicyDiff", "read_replay", "list_replays",
            "REPLAYS", "SESSION_LINES"]

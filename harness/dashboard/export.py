@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import StoreError, UsageError
+from harness.core.errors import StoreError, UsageError
 from harness.store import Store
 
 from harness.dashboard.context import STATIC, Dashboard, ExportLinks, exported_file

@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from harness.dashboard.context import Dashboard, Links
-from harness.errors import UsageError, one_line
+from harness.core.errors import UsageError, one_line
 from harness.grading.override import check_author, check_override_input, override_grade
 
 __all__ = ["routes", "reviewer", "cookie_value", "COOKIE", "READ_ONLY", "LOGOUT"]

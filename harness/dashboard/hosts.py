@@ -29,11 +29,10 @@ from starlette.routing import BaseRoute, Route
 
 from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.speed import AttemptSpeed, SpeedSummary, attempt_speed, ratio, summarize
-from harness.errors import FleetError, UsageError
-from harness.outcome import shown_grade
-from harness.records import AttemptMeta, HostSummary, read_meta
-from harness.sweeprecord import SweepRecord
-from harness.report import PassRate, pass_rate
+from harness.core.errors import FleetError, UsageError
+from harness.core.records import AttemptMeta, HostSummary, read_meta
+from harness.core.sweep import SweepRecord
+from harness.grading.scale import GRADE_ORDER, PassRate, pass_rate, shown_grade
 from harness.store import JOURNAL, Store
 
 __all__ = ["routes", "host_page", "read_host", "HostView", "GradePoint", "SweepSpeed", "AgentVersions",
@@ -49,7 +48,8 @@ SLOWER = 0.75
 """A sweep whose median tokens/s is below this fraction of the previous sweep's is marked slower."""
 _CACHE_LIMIT = 4096
 
-GRADE_ORDER = ("DELIVERED", "PARTIAL", "NOTHING", "CODE_IN_CHAT", "HARNESS_FAILURE", "")
+_COUNTED = (*GRADE_ORDER, "")
+"""The grades a point counts, in the scale's order, then the cells not graded yet."""
 
 
 class _Frozen(BaseModel):
@@ -172,7 +172,7 @@ def _point(sweep_id: str, label: str, created_at: str, by_agent_grade: dict[tupl
     for (agent, grade), n in by_agent_grade.items():
         counts[grade] += n
         agents.add(agent)
-    ordered = {g: counts[g] for g in GRADE_ORDER if counts.get(g)}
+    ordered = {g: counts[g] for g in _COUNTED if counts.get(g)}
     ordered.update({g: n for g, n in sorted(counts.items()) if g not in ordered})
     grades = [g for g, n in counts.items() for _ in range(n)]
     return GradePoint(sweep_id=sweep_id, label=label, created_at=created_at, counts=ordered, rate=pass_rate(grades),

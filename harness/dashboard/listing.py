@@ -1,4 +1,4 @@
-"""The sweeps list and the pass-rate trends: ``fleet sweeps``'s lines (``harness.sweeplist.list_sweeps``, read
+"""The sweeps list and the pass-rate trends: ``fleet sweeps``'s lines (``harness.views.sweeplist.list_sweeps``, read
 from the index, not from every sweep.json), each sweep's previous one of its label, and a trend per label."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import defaultdict
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.store import Store
-from harness.sweeplist import SweepLine, Unreadable, list_sweeps
+from harness.views.sweeplist import SweepLine, Unreadable, list_sweeps
 
 __all__ = ["Listing", "TrendPoint", "Trend", "read_listing", "previous_of"]
 
@@ -77,7 +77,7 @@ def _trends(lines: list[SweepLine]) -> list[Trend]:
 
 def previous_of(store: Store, sweep_id: str, label: str, created_at: str) -> str | None:
     """The latest sweep planned before this one with the same label, or None."""
-    from harness.sweeplist import sweep_keys
+    from harness.views.sweeplist import sweep_keys
 
     if not label:
         return None

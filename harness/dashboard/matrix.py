@@ -12,12 +12,13 @@ from collections import defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.compare import State, _states, regressed_between, states_of_grades
-from harness.outcome import label, shown_grade
-from harness.records import Cell
-from harness.sweeprecord import SweepRecord
+from harness.views.comparison import State, _states, regressed_between, states_of_grades
+from harness.views.labels import label
+from harness.grading.scale import shown_grade
+from harness.core.records import Cell
+from harness.core.sweep import SweepRecord
 from harness.store import Store
-from harness.sweeplist import shown_status
+from harness.views.sweeplist import shown_status
 
 __all__ = ["Chip", "Matrix", "chips_of", "read_matrix"]
 

@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 __all__ = ["serve"]
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.transcript import EVENT_ADAPTER, ModelResponse, RunStart
+from harness.core.transcript import EVENT_ADAPTER, ModelResponse, RunStart
 
 __all__ = ["Reply", "AttemptSpeed", "SpeedSummary", "attempt_speed", "percentile", "summarize", "ratio"]
 

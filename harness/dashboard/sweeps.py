@@ -18,7 +18,7 @@ from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.listing import read_listing
 from harness.dashboard.matrix import Chip, chips_of, read_matrix
 from harness.store import JOURNAL
-from harness.sweeplist import shown_status
+from harness.views.sweeplist import shown_status
 
 __all__ = ["routes", "sweep_page", "chip_html"]
 

@@ -1,6 +1,6 @@
 """A transcript as the cell page shows it: a readable timeline, built once from the parsed events.
 
-Pure: events in (``harness.transcript``), a ``Timeline`` out; no file is read here. Each model reply is a turn
+Pure: events in (``harness.core.transcript``), a ``Timeline`` out; no file is read here. Each model reply is a turn
 with its token counts and latency, holding the tool calls it asked for, each with its arguments, its result
 and the guard decisions about it; model errors, guard decisions about no call (an output-limit cut), the stop,
 the receipt and run_end are entries of their own, in file order. Long texts are cut (``Clip``): the raw
@@ -15,7 +15,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
-from harness.transcript import (Event, GuardDecision, ModelError, ModelRequest, ModelResponse, ReceiptEvent, RunEnd,
+from harness.core.transcript import (Event, GuardDecision, ModelError, ModelRequest, ModelResponse, ReceiptEvent, RunEnd,
                                 RunStart, StopEvent, ToolCall, ToolResult, Usage)
 
 __all__ = ["Clip", "clip", "GuardStep", "ToolStep", "Turn", "ErrorStep", "StopStep", "ReceiptStep", "EndStep",

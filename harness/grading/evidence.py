@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.agents import writes_transcript
-from harness.errors import TranscriptError
+from harness.core.agents import writes_transcript
+from harness.core.errors import TranscriptError
 from harness.grading.model import CHECKS_ADAPTER, Evidence, StopRecord
-from harness.recordfile import read_optional
-from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
+from harness.core.recordfile import read_optional
+from harness.core.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
 
 if TYPE_CHECKING:
     # Only a type here: an imported session is graded without an item, and `fleet import` starts faster
     # without building the catalog's models.
-    from harness.catalog import Item
+    from harness.core.catalog import Item
 
 __all__ = ["evidence_from_attempt", "SHELL_TRACE_FAILURES"]
 
@@ -64,7 +64,7 @@ def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "")
     file is a ``StoreError`` naming it and the key). A folder outside any sweep (an imported session) has no
     item: its ``meta.json`` says what the deliverable is; a sweep attempt graded without its item is graded
     as a workspace item."""
-    from harness.transcript import OwnerReceipt, read_transcript
+    from harness.core.transcript import OwnerReceipt, read_transcript
 
     meta = read_meta(folder / "meta.json")
     manifest = read_optional(folder / "workspace.manifest.json", MANIFEST_ADAPTER)

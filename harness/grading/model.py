@@ -6,8 +6,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, model_validator
 
-from harness.checks.result import CheckResult
-from harness.recordfile import check_version
+from harness.core.checks.result import CheckResult
+from harness.core.recordfile import check_version
 
 __all__ = ["GRADER_VERSION", "GRADE_SCHEMA_VERSION", "GradeName", "StopRecord", "Evidence", "Grade", "CHECKS_ADAPTER"]
 
@@ -88,7 +88,7 @@ class Grade(_Record):
     outcome: Literal["passed", "failed", "pending", "none"] = Field(description="The product outcome: the receipt.")
     stop: StopRecord | None = Field(default=None, description="The guard stop, if the run was stopped.")
     failure: str = Field(default="", description="For HARNESS_FAILURE: the stable failure code "
-                         "(harness.failures.FailureReason), e.g. no_transcript, model_endpoint, shell_failure.")
+                         "(harness.core.failures.FailureReason), e.g. no_transcript, model_endpoint, shell_failure.")
     reasons: list[str] = Field(default_factory=list, description="Why this grade, in order.")
     checks: list[CheckResult] = Field(default_factory=list, description="The acceptance checks' results the grade "
                                       "was given from (the attempt's checks.json).")

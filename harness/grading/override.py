@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Final, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import StoreError, UsageError
+from harness.core.errors import StoreError, UsageError
 from harness.grading.model import Grade, GradeName
-from harness.records import AttemptSummary, utc_now
-from harness.sweeprecord import SweepRecord
+from harness.core.records import AttemptSummary, utc_now
+from harness.core.sweep import SweepRecord
 
 if TYPE_CHECKING:
     from harness.store import Store
@@ -119,7 +119,7 @@ def override_grade(store: "Store", sweep_id: str, cell_id: str, attempt: int | N
     present), and no coordinator is writing the sweep (its writer lock). Then, holding that lock, the override
     is one more line of the attempt's ``grades.jsonl``, the summary's ``override``, and the index's rows
     (``SweepWriter.record_override``). The automatic grade (``grade.json``) is left as it is."""
-    from harness.outcome import shown_grade
+    from harness.grading.scale import shown_grade
 
     grade_name, reason, author = check_override_input(grade, reason, author)
     sweep = store.load_sweep(sweep_id)  # before the writer: that would make a folder for a sweep that is not there

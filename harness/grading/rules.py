@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from harness.grading.model import Evidence, Grade
-from harness.records import utc_now
+from harness.core.records import utc_now
 
 __all__ = ["grade"]
 
@@ -35,7 +35,7 @@ def _files_written(e: Evidence) -> str:
 
 
 def _harness_failure(e: Evidence) -> tuple[str, list[str]] | None:
-    """(failure code, reasons) when the fleet failed; codes are harness.failures.FailureReason."""
+    """(failure code, reasons) when the fleet failed; codes are harness.core.failures.FailureReason."""
     if e.status == "harness_failure":
         code = e.reason or "infrastructure"
         return code, [f"harness failure: {code}" + (f": {e.error}" if e.error else "")]

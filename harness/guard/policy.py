@@ -34,7 +34,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from harness.errors import PolicyError
+from harness.core.errors import PolicyError
 from harness.guard.budget import DEFAULT_POLICY, INSPECTION_TOOL, BudgetPolicy, ResultTest
 from harness.guard.results import (
     TRANSITION_UNTESTED,
@@ -127,7 +127,7 @@ DEFAULT_GUARD: Final = GuardPolicy()
 
 def load_policy_file(path: Path) -> GuardPolicy:
     """Read a policy file; a bad one is one ``PolicyError`` line naming the file, the key and the problem."""
-    from harness.tomlfile import read_toml, validate  # the project's one TOML road: depth-limited, one line
+    from harness.core.tomlfile import read_toml, validate  # the project's one TOML road: depth-limited, one line
 
     data = read_toml(path, PolicyError)
     data.setdefault("name", path.stem)

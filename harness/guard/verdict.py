@@ -46,9 +46,12 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict
+
+# The verdict is transcript data (a recognized test command's ``exec`` result carries it), so its record lives
+# with the transcript's; the rules that reach it are here.
+from harness.core.transcript import Runner, TestVerdict, VerdictName
 
 __all__ = [
     "Runner",
@@ -60,42 +63,6 @@ __all__ = [
     "is_test_command",
     "runner_for_command",
 ]
-
-Runner = Literal["unittest", "pytest", "jest", "vitest", "node_test", "cargo", "go"]
-VerdictName = Literal["passed", "failed", "no_test_ran", "no_passing_test", "unrecognized"]
-
-
-class TestVerdict(BaseModel):
-    """What one finished test command established."""
-
-    __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
-    model_config = ConfigDict(frozen=True)
-
-    runner: Runner | None
-    verdict: VerdictName
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    deselected: int = 0
-    """Tests a selection left out (pytest ``-k``/``-m`` "deselected", cargo "filtered out"): never run."""
-    said: str | None = None
-    """``no_test_ran``: the runner's own words for it ("NO TESTS RAN", "3 deselected", "No tests found")."""
-
-    @model_serializer(mode="wrap")
-    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # deselected and said are left out when unset, so every verdict stored before they existed
-        # (transcripts, receipts, grades) is written byte for byte as it was.
-        data: dict[str, Any] = handler(self)
-        if not data.get("deselected"):
-            data.pop("deselected", None)
-        if data.get("said") is None:
-            data.pop("said", None)
-        return data
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable JSON form stored in transcripts and grades (``deselected``/``said`` only when set)."""
-        return self.model_dump()
-
 
 # --------------------------------------------------------------------------------------------------
 # Output normalization

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.importers.folder import grade_folder

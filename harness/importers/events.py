@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.importers.recorded import RecordedCall, RecordedRound, RecordedRun, verdict_of
-from harness.transcript import (
+from harness.core.transcript import (
     Event,
     ImportedFrom,
     ModelRequest,

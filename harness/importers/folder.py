@@ -13,11 +13,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import StoreError, UsageError
+from harness.core.errors import StoreError, UsageError
 from harness.grading import Grade, evidence_from_attempt, grade
 from harness.importers.recorded import RecordedRun
-from harness.records import ArtifactRecord, ImportedMeta, read_meta, sha256_hex, utc_now
-from harness.transcript import Event, ReceiptEvent, TranscriptWriter
+from harness.core.records import ArtifactRecord, ImportedMeta, read_meta, sha256_hex, utc_now
+from harness.core.transcript import Event, ReceiptEvent, TranscriptWriter
 
 __all__ = ["write_run_folder", "grade_folder"]
 

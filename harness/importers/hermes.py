@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.nesting import loads_json
-from harness.errors import TranscriptImportError
+from harness.core.nesting import loads_json
+from harness.core.errors import TranscriptImportError
 from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
 from harness.importers.recorded import (
@@ -46,7 +46,7 @@ from harness.importers.recorded import (
     closing_stop,
     settle_by_flags,
 )
-from harness.transcript import ToolCallRecord, Usage
+from harness.core.transcript import ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_attempt", "import_to_folder", "endpoint_failure"]
 

@@ -32,10 +32,10 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, Literal, NoReturn
 
-from harness.errors import TranscriptImportError
+from harness.core.errors import TranscriptImportError
 from harness.importers.reader import Reader, typed
 from harness.importers.recorded import RecordedCall, RecordedRound, RecordedRun, output_limit_stop, settle_by_details
-from harness.transcript import ModelError, StopEvent, ToolCallRecord, Usage
+from harness.core.transcript import ModelError, StopEvent, ToolCallRecord, Usage
 
 __all__ = ["AGENT", "SESSION_VERSIONS", "Entry", "SessionSource", "read_session", "check_label"]
 

@@ -14,12 +14,12 @@ import json
 import os
 from pathlib import Path
 
-from harness.errors import TranscriptImportError
+from harness.core.errors import TranscriptImportError
 from harness.importers.events import to_events, write_runs
 from harness.importers.openclaw import Entry, SessionSource, read_session
 from harness.importers.reader import Reader
 from harness.importers.recorded import RecordedRun
-from harness.transcript import Event
+from harness.core.transcript import Event
 
 __all__ = ["FORMAT", "session_files", "read_file", "read_sessions", "read_runs", "import_to_folder"]
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import zstandard
 
-from harness.nesting import loads_json
-from harness.errors import TranscriptImportError
+from harness.core.nesting import loads_json
+from harness.core.errors import TranscriptImportError
 from harness.importers.events import to_events, write_runs
 from harness.importers.openclaw import Entry, SessionSource, read_session
 from harness.importers.reader import store_copy
 from harness.importers.recorded import RecordedRun
-from harness.transcript import Event
+from harness.core.transcript import Event
 
 __all__ = ["FORMAT", "DATABASE_NAME", "databases", "read_database", "read_sessions", "read_runs", "import_to_folder"]
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.nesting import loads_json
+from harness.core.nesting import loads_json
 from harness.importers.events import write_runs
 from harness.importers.reader import SQLITE_MAGIC, Reader, store_copy, typed
 from harness.importers.recorded import (
@@ -39,7 +39,7 @@ from harness.importers.recorded import (
     closing_stop,
     settle_by_flags,
 )
-from harness.transcript import GuardDecision, ModelError, ToolCallRecord, Usage
+from harness.core.transcript import GuardDecision, ModelError, ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_store", "import_to_folder", "final_text_of_stream",
            "endpoint_failure", "root_sessions"]

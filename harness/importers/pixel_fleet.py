@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.nesting import loads_json
+from harness.core.nesting import loads_json
 from harness.importers.events import write_runs
 from harness.importers.pixel_guard import classify, plan_guard, receipt_source
 from harness.importers.reader import Reader
@@ -38,7 +38,7 @@ from harness.importers.recorded import (
     settle_by_details,
     verdict_of,
 )
-from harness.transcript import OwnerReceipt, ReceiptStatus, Usage
+from harness.core.transcript import OwnerReceipt, ReceiptStatus, Usage
 
 __all__ = ["FORMAT", "read_runs", "import_to_folder"]
 

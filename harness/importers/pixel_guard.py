@@ -21,7 +21,7 @@ from harness.guard.budget import DEFAULT_POLICY, RunProgressBudget, Stop
 from harness.guard.delete import RECURSIVE_DELETE_REFUSAL, find_recursive_delete
 from harness.guard.verdict import TestVerdict, delivery_verdict
 from harness.importers.recorded import ReceiptSource, RecordedCall, RecordedRun
-from harness.transcript import GuardDecision, StopEvent
+from harness.core.transcript import GuardDecision, StopEvent
 
 __all__ = ["BUDGET_STOP", "CODING_STOP", "REFUSALS", "GuardPlan", "classify", "plan_guard", "receipt_source"]
 

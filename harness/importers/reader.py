@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from harness.nesting import loads_json
-from harness.errors import TranscriptImportError
+from harness.core.nesting import loads_json
+from harness.core.errors import TranscriptImportError
 
 __all__ = ["typed", "Reader", "store_copy", "SQLITE_MAGIC"]
 

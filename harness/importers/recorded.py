@@ -4,7 +4,7 @@ Importers differ in how they read a format; what a recorded run *is* does not: m
 their usage, latency and finish reason, or the endpoint's errors), tool calls with their arguments and
 results, refusals by the agent's own guard, how the run ended, what the owner got, and facts about the
 source. Every importer fills ``RecordedRun``; ``harness.importers.events.to_events`` turns it into
-``harness.transcript`` events, the same way for all (docs/importers.md, "One road").
+``harness.core.transcript`` events, the same way for all (docs/importers.md, "One road").
 
 What a recorded signal *means* is the importer's to decide, so the model holds decisions, not raw
 flags: a call's ``status``, the stop that ended the run. Two readings of a tool result are shared here,
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from harness.guard.results import is_failed, recorded_view
 from harness.guard.verdict import TestVerdict, is_test_command, recognize
-from harness.transcript import (
+from harness.core.transcript import (
     GuardDecision,
     ModelError,
     OwnerReceipt,

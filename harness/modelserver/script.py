@@ -28,9 +28,9 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.errors import one_line
-from harness.nesting import loads_json, loads_toml
-from harness.tomlfile import key_path
+from harness.core.errors import one_line
+from harness.core.nesting import loads_json, loads_toml
+from harness.core.tomlfile import key_path
 
 __all__ = [
     "SCHEMA_VERSION",

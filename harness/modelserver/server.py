@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from harness.nesting import loads_json
+from harness.core.nesting import loads_json
 from .script import Answer, Script, ScriptError, ScriptSet, load_script, message_text, script_paths
 
 __all__ = [

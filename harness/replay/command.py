@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ReplayError, UsageError, one_line
+from harness.core.errors import ReplayError, UsageError, one_line
 from harness.replay.differ import Difference, describe_stop, differences
 from harness.replay.edits import apply_edits, check_edit
 from harness.replay.outcome import ReplayOutcome
 from harness.replay.policies import PolicySpec, resolve_policy
-from harness.replay.runner import replay_all
+from harness.replay.parallel import replay_all
 from harness.replay.sources import Input, read_source
 
 __all__ = ["ReplayRun", "run_replay", "render_text", "render_json"]

@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.boundedfile import FileProblem, read_regular_file
-from harness.errors import ReplayError
+from harness.core.files import FileProblem, read_regular_file
+from harness.core.errors import ReplayError
 from harness.guard.results import SHELL_TOOLS, selected_call
 from harness.guard.verdict import is_test_command, recognize
-from harness.nesting import loads_json
+from harness.core.nesting import loads_json
 from harness.replay.session import RecordedResult, ReplayCall, ReplayRound, ReplaySession
 
 __all__ = ["Edit", "check_edit", "parse_edit", "resolve_edit", "apply_edits"]

@@ -1,6 +1,6 @@
 """Drive one recorded session through one guard, offline, as the builtin agent's loop drives a live turn.
 
-The walk is the loop's (``workers/agent/loop.py``): per round, ``on_round``; a reply cut at the output limit runs
+The walk is the loop's (``workers/host/agent/loop.py``): per round, ``on_round``; a reply cut at the output limit runs
 none of its calls and goes to the output-limit rule; otherwise each call is asked about before it "runs", and
 its recorded result is shown to the guard after; after the round's calls, a refused deletion, a budget stop or
 a coding-loop stop ends the turn. Nothing runs: a call's result is the one recorded.
@@ -23,10 +23,10 @@ from typing import Any, Literal, Protocol
 
 from harness.guard.policy import GuardPolicy
 from harness.guard.receipt import CommandRun, FileChange
-from harness.guard.session import GuardSession
+from harness.guard.turn import GuardSession
 from harness.replay.outcome import Refusal, ReplayOutcome, StopReason
 from harness.replay.session import MODELED_RULES, RecordedResult, ReplayCall, ReplayRound, ReplaySession, host_event
-from harness.transcript import OwnerReceipt
+from harness.core.transcript import OwnerReceipt
 
 __all__ = ["StopNote", "Refused", "Guard", "SessionGuard", "replay_session", "response_id"]
 
@@ -66,7 +66,7 @@ class Guard(Protocol):
 
 
 class SessionGuard:
-    """The shipped guard (``harness.guard.session.GuardSession``) under a policy."""
+    """The shipped guard (``harness.guard.turn.GuardSession``) under a policy."""
 
     def __init__(self, policy: GuardPolicy, session: ReplaySession) -> None:
         self.guard = GuardSession(session.prompt, session.workspace or "/workspace", policy)

@@ -23,12 +23,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Literal
 
-from harness.errors import ReplayError, one_line
+from harness.core.errors import ReplayError, one_line
 from harness.guard.receipt import CommandRun, FileChange
-from harness.guard.session import completed_receipt
+from harness.guard.turn import completed_receipt
 from harness.replay.engine import Refused, StopNote
 from harness.replay.session import RecordedResult, ReplayCall, ReplaySession
-from harness.transcript import OwnerReceipt
+from harness.core.transcript import OwnerReceipt
 
 __all__ = ["PROTOCOL", "DEFAULT_TIMEOUT", "GuardProcess", "ExternalGuard", "encode_line"]
 

@@ -1,7 +1,7 @@
 """The shipped guard behind the replay protocol: ``python -m harness.replay.guard_server``.
 
 ``git:REF`` replays run this module from a checkout of REF, so the guard of another commit answers with its own
-code (``harness.guard.session``) and its own default policy; it also shows the protocol end to end
+code (``harness.guard.turn``) and its own default policy; it also shows the protocol end to end
 (docs/replay-protocol.md). The ``hello`` message's ``policy`` (a ``GuardPolicy`` as JSON) is used when given,
 else this checkout's ``DEFAULT_GUARD``. Reads stdin (UTF-8) until it closes; writes one line per message, and a
 message it cannot use (not JSON, a missing field) is answered ``{"decision": "error", "text": ...}``.

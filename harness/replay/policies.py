@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ReplayError
+from harness.core.errors import ReplayError
 from harness.guard.policy import DEFAULT_GUARD, GuardPolicy, load_policy_file
 from harness.replay.engine import Guard, SessionGuard
 from harness.replay.session import ReplaySession

@@ -1,7 +1,7 @@
 """A recorded session as the replay reads it: the owner's request, then model rounds, each with its reply and the
 calls it made, each call with what the recording says it returned.
 
-It is read from the normalized transcript (``harness.transcript``), whoever recorded the run: the builtin agent
+It is read from the normalized transcript (``harness.core.transcript``), whoever recorded the run: the builtin agent
 writes one, and every importer turns its format into one (``harness.importers.events.to_events``). So a replay
 has one reader, and whatever an importer keeps (the agent's own error flag and details, a Tool Search
 envelope) reaches the guard as the recording had it.
@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.errors import ReplayError
+from harness.core.errors import ReplayError
 from harness.guard.receipt import CommandRun, FileChange
 from harness.guard.results import SHELL_TOOLS, recorded_view
 from harness.guard.verdict import TestVerdict
-from harness.transcript import (
+from harness.core.transcript import (
     Event,
     GuardDecision,
     ModelResponse,

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ReplayError, StoreError, TranscriptError, one_line
+from harness.core.errors import ReplayError, StoreError, TranscriptError, one_line
 from harness.importers import IMPORTERS, importer
 from harness.importers.events import to_events
 from harness.importers.reader import SQLITE_MAGIC
-from harness.nesting import loads_json
+from harness.core.nesting import loads_json
 from harness.replay.session import ReplaySession, session_from_events
-from harness.transcript import parse_transcript
+from harness.core.transcript import parse_transcript
 
 __all__ = ["TRANSCRIPT", "Input", "sniff", "read_source"]
 
@@ -156,7 +156,7 @@ def _recorded_sha(folder: Path, name: str) -> str | None:
     """The sha256 an attempt's or an imported run's ``meta.json`` recorded for ``name`` beside it."""
     # Here, not at the top: the records' models (and the catalog and inventory they hold) cost a one-session
     # replay of a file a good part of its start, and only a sweep's or an imported folder's files need them.
-    from harness.records import AttemptMeta, ImportedMeta, read_meta
+    from harness.core.records import AttemptMeta, ImportedMeta, read_meta
 
     meta_path = folder / "meta.json"
     if not meta_path.is_file():

@@ -13,39 +13,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from celery.beat import PersistentScheduler
-from celery.schedules import crontab, schedule as every
+from celery.schedules import schedule as every
 
 from harness.schedule.config import ScheduleFile, cron_fields
-from harness.settings import Settings
+from harness.schedule.cron import zoned_crontab
+from harness.core.settings import Settings
 
 __all__ = ["zoned_crontab", "beat_schedule", "run_beat", "FiringScheduler"]
-
-
-class zoned_crontab(crontab):  # noqa: N801 - named like celery's own schedule classes
-    """A crontab read in its own IANA zone, whatever the beat process's zone (celery's reads the app's)."""
-
-    def __init__(self, zone: str, minute: str, hour: str, day_of_month: str, month_of_year: str,
-                 day_of_week: str) -> None:
-        super().__init__(minute=minute, hour=hour, day_of_week=day_of_week, day_of_month=day_of_month,
-                         month_of_year=month_of_year)
-        self.zone = zone
-
-    @property
-    def tz(self) -> ZoneInfo:
-        return ZoneInfo(self.zone)
-
-    def __reduce__(self) -> Any:
-        # Beat pickles entries into its state file: the zone must come back with them.
-        return (zoned_crontab, (self.zone, self._orig_minute, self._orig_hour, self._orig_day_of_month,
-                                self._orig_month_of_year, self._orig_day_of_week))
-
-    def remaining_delta_from(self, now: datetime) -> timedelta:
-        """From ``now`` to the next fire after it."""
-        start, delta, _ = self.remaining_delta(now)
-        return (start + delta) - now
 
 
 class FiringScheduler(PersistentScheduler):

@@ -15,8 +15,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.errors import ScheduleError
-from harness.tomlfile import FieldProblem, read_toml, validate
+from harness.coordinator.plan import new_sweep_id
+from harness.core.errors import ScheduleError, UsageError
+from harness.schedule.cron import zoned_crontab
+from harness.core.tomlfile import FieldProblem, read_toml, validate
 
 __all__ = ["SCHEDULES_SCHEMA_VERSION", "After", "Notify", "Schedule", "ScheduleFile", "load_schedules", "cron_fields",
            "next_fire"]
@@ -135,9 +137,6 @@ class Schedule(_Strict):
     @field_validator("label")
     @classmethod
     def _label(cls, v: str) -> str:
-        from harness.errors import UsageError
-        from harness.plan import new_sweep_id
-
         try:
             new_sweep_id(v)  # the sweep id is made from it: refused here, not at every fire
         except UsageError:
@@ -225,7 +224,5 @@ def next_fire(schedule: Schedule, now: datetime | None = None) -> datetime:
     now = (now or datetime.now(timezone.utc)).astimezone(schedule.zone())
     if schedule.every_s is not None:
         return now + timedelta(seconds=schedule.every_s)
-    from harness.schedule.beat import zoned_crontab
-
     c = zoned_crontab(schedule.timezone, *cron_fields(schedule.cron))
     return (now + c.remaining_delta_from(now)).astimezone(schedule.zone())

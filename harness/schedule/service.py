@@ -28,10 +28,10 @@ from typing import Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import FleetError, one_line
+from harness.core.errors import FleetError, one_line
 from harness.schedule.config import Schedule
 from harness.schedule.summary import HarnessFailure, Regression, SweepSummary, summarize
-from harness.settings import Settings, redact
+from harness.core.settings import Settings, redact
 from harness.store import Store, atomic_write
 
 __all__ = ["STATE_SCHEMA_VERSION", "ScheduleState", "Service", "state_dir"]
@@ -199,10 +199,10 @@ class Service:
                 os.close(held)
 
     def _one_sweep(self, state: ScheduleState) -> None:
-        from harness.catalog import load_catalog
-        from harness.coordinator import Coordinator
-        from harness.dispatch import RetryPolicy
-        from harness.inventory import load_inventory
+        from harness.core.catalog import load_catalog
+        from harness.coordinator.verbs import Coordinator
+        from harness.coordinator.dispatch import RetryPolicy
+        from harness.core.inventory import load_inventory
 
         s = state.schedule
         resumed = bool(state.sweep)
@@ -249,10 +249,10 @@ class Service:
 
     def _after(self, s: Schedule, sweep: Any, summary: SweepSummary) -> SweepSummary:
         """Report, compare with the previous sweep of the label, and the summary the notification carries."""
-        from harness.compare import compare_sweeps, sweep_rate
-        from harness.coordinator import summary_failure
-        from harness.report import write_report
-        from harness.sweeplist import previous_sweep, shown_status
+        from harness.views.comparison import compare_sweeps, sweep_rate
+        from harness.coordinator.verbs import summary_failure
+        from harness.views.report import write_report
+        from harness.views.sweeplist import previous_sweep, shown_status
 
         update: dict[str, Any] = {"event": "finished", "sweep": sweep.id, "status": sweep.status,
                                   "rate": sweep_rate(sweep)}
@@ -285,7 +285,7 @@ class Service:
         return summary.model_copy(update=update)
 
     def _notify(self, s: Schedule, summary: SweepSummary) -> None:
-        from harness.notify import notify
+        from harness.schedule.notify import notify
 
         if not (s.notify.webhook or s.notify.command):
             return

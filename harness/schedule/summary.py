@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.report import PassRate
+from harness.grading.scale import PassRate
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Regression", "HarnessFailure", "SweepSummary", "summarize"]
 

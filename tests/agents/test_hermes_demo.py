@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 
-from harness.transcript import ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
+from harness.core.transcript import ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
 from tests.agents.conftest import DemoSweep
 from tests.integration.fleetkit import REPO
 from tests.integration.test_embedded_default import DEMO_GRADES

@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from harness.modelserver import ScriptedModelServer
-from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
+from harness.core.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
 from tests.agents.conftest import assert_agent_missing, sweep_on_host, ssh_agents_inventory
 from workers.adapters.hermes import ONESHOT_SCRIPT
 from tests.integration.fleetkit import REPO

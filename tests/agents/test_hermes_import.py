@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import load_open_item
-from harness.errors import AgentUnsuited, TranscriptImportError
+from harness.core.catalog import load_open_item
+from harness.core.errors import AgentUnsuited, TranscriptImportError
 from harness.importers import grade_folder, import_to_folder
 from harness.importers.events import to_events
 from harness.importers.recorded import RecordedRun
 from harness.importers.hermes import endpoint_failure, read_attempt, read_sessions
-from harness.inventory import AgentConfig, Host
-from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
+from harness.core.inventory import AgentConfig, Host
+from harness.core.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
 from workers.adapters.base import AttemptPaths
 from workers.adapters.hermes import DB, FINAL, USAGE, HermesAdapter
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import Item
-from harness.errors import TranscriptImportError
-from harness.inventory import AgentConfig, Host
-from harness.transcript import EVENT_ADAPTER, RunEnd
+from harness.core.catalog import Item
+from harness.core.errors import TranscriptImportError
+from harness.core.inventory import AgentConfig, Host
+from harness.core.transcript import EVENT_ADAPTER, RunEnd
 from workers.adapters import OpenClawAdapter, adapter_for
 from workers.adapters.base import AttemptPaths
 

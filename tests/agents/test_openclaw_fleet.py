@@ -14,7 +14,7 @@ import tomllib
 import pytest
 
 from harness.modelserver import ScriptedModelServer
-from harness.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
+from harness.core.transcript import ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
 from tests.agents.conftest import node_env, ssh_agents_inventory
 from tests.integration.fleetkit import REPO, run_fleet
 

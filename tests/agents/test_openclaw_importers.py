@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from harness.errors import TranscriptImportError
+from harness.core.errors import TranscriptImportError
 from harness.importers import IMPORTERS, grade_folder, import_to_folder
 from harness.importers.openclaw_jsonl import read_runs as read_jsonl
 from harness.importers.openclaw_sqlite import read_runs as read_sqlite
-from harness.transcript import (
+from harness.core.transcript import (
     ModelError,
     ModelRequest,
     ModelResponse,

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TranscriptImportError
+from harness.core.errors import TranscriptImportError
 from harness.importers import grade_folder, import_to_folder
 from harness.importers.events import to_events
 from harness.importers.recorded import RecordedRun
 from harness.importers.opencode import final_text_of_stream, read_sessions
-from harness.transcript import GuardDecision, ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
-from harness.inventory import AgentConfig
+from harness.core.transcript import GuardDecision, ModelResponse, RunEnd, RunStart, ToolCall, ToolResult, read_transcript
+from harness.core.inventory import AgentConfig
 from workers.adapters.opencode import DB, OpenCodeAdapter
 
 DATA = Path(__file__).parent / "data" / "opencode"

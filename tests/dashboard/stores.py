@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.grading.model import Grade, StopRecord
-from harness.sweeprecord import SweepRecord
+from harness.core.sweep import SweepRecord
 from harness.store import Store
 from tests.support import finished_result, synthetic_sweep
 

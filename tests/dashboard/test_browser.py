@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from harness.catalog import Item
+from harness.core.catalog import Item
 from harness.grading import Grade
-from harness.records import AttemptSummary, Cell, HostSummary, utc_now
-from harness.sweeprecord import SweepRecord
+from harness.core.records import AttemptSummary, Cell, HostSummary, utc_now
+from harness.core.sweep import SweepRecord
 from harness.store import Store
 from tests.dashboard.conftest import ARTIFACTS, DashboardServer, Tab, wait_for
 from tests.support import assert_one_line_error, finished_result, run_fleet

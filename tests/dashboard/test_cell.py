@@ -18,16 +18,16 @@ import pytest
 from markupsafe import escape
 from starlette.testclient import TestClient
 
-from harness.checks.result import AssertionResult, CheckResult
+from harness.core.checks.result import AssertionResult, CheckResult
 from harness.dashboard.app import make_app
 from harness.dashboard.cell import cell_page
 from harness.dashboard.context import Links
 from harness.grading.model import Grade, StopRecord
 from harness.grading.override import override_grade
-from harness.records import Artifact
-from harness.sweeprecord import SweepRecord
+from harness.core.records import Artifact
+from harness.core.sweep import SweepRecord
 from harness.store import Store
-from harness.transcript import (GuardDecision, ModelError, ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent,
+from harness.core.transcript import (GuardDecision, ModelError, ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent,
                                 RunEnd, RunStart, StopEvent, ToolCall, ToolCallRecord, ToolDetails, ToolResult,
                                 TranscriptWriter, Usage)
 from tests.support import finished_result, synthetic_sweep
@@ -478,7 +478,7 @@ def test_a_cell_with_no_attempt_yet_is_a_page(built: tuple[Path, SweepRecord]) -
 
 
 def test_an_attempt_in_flight_says_so(built: tuple[Path, SweepRecord]) -> None:
-    from harness.records import AttemptSummary
+    from harness.core.records import AttemptSummary
 
     runs, _ = built
     store = Store(runs)
@@ -548,7 +548,7 @@ def test_the_cell_page_in_chromium_runs_nothing_planted_and_holds_at_375_px(buil
 
     import uvicorn
 
-    from harness.checks.web import CHROMIUM_ARGS, find_chromium
+    from workers.host.webcheck import CHROMIUM_ARGS, find_chromium
 
     runs, _ = built
     sock = socket.socket()

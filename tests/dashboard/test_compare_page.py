@@ -14,10 +14,10 @@ from starlette.testclient import TestClient
 
 from harness.dashboard.app import make_app
 from harness.grading.model import Grade
-from harness.records import Cell
-from harness.sweeprecord import SweepRecord
+from harness.core.records import Cell
+from harness.core.sweep import SweepRecord
 from harness.store import Store
-from harness.transcript import ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent, RunEnd, RunStart, \
+from harness.core.transcript import ModelRequest, ModelResponse, OwnerReceipt, ReceiptEvent, RunEnd, RunStart, \
     TranscriptWriter, Usage
 from tests.fixtures import PIXEL_FLEET
 from tests.support import REPO, finished_result, run_fleet, synthetic_sweep

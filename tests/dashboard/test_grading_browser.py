@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from harness.checks.web import CHROMIUM_ARGS, find_chromium
+from workers.host.webcheck import CHROMIUM_ARGS, find_chromium
 from harness.dashboard.app import make_app
 from harness.dashboard.context import Links
 from harness.grading.override import GradeOverride, read_grade_history

@@ -12,10 +12,10 @@ from starlette.testclient import TestClient
 
 from harness.dashboard.app import make_app
 from harness.grading.model import Grade
-from harness.records import Artifact, Cell
-from harness.sweeprecord import SweepRecord
+from harness.core.records import Artifact, Cell
+from harness.core.sweep import SweepRecord
 from harness.store import Store
-from harness.transcript import ModelRequest, ModelResponse, RunEnd, RunStart, TranscriptWriter, Usage
+from harness.core.transcript import ModelRequest, ModelResponse, RunEnd, RunStart, TranscriptWriter, Usage
 from tests.support import finished_result, synthetic_sweep
 
 SCRIPT_MODEL = "<script>alert('model')</script>qwen"

@@ -17,7 +17,7 @@ from harness.dashboard.app import make_app
 from harness.dashboard.listing import read_listing
 from harness.grading.model import Grade
 from harness.store import Store
-from harness.sweeplist import list_sweeps
+from harness.views.sweeplist import list_sweeps
 from tests.dashboard.stores import cid, sweep_of, write_sweep
 from tests.support import finished_result
 
@@ -271,7 +271,7 @@ def test_the_previous_sweeps_states_from_the_index_are_the_ones_its_files_give(t
     # The matrix reads the previous sweep of its label from the index's cells rows; every kind of cell (passed,
     # failed, a harness failure, not graded, an override either way, repetitions that disagree) must come out as
     # compare decides it from the files.
-    from harness.compare import _states
+    from harness.views.comparison import _states
     from harness.dashboard.matrix import _indexed_states
     from harness.grading.override import override_grade
 

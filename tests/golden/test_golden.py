@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.result import CheckResult
+from harness.core.checks.result import CheckResult
 from harness.grading import GRADER_VERSION, Grade, evidence_from_attempt, grade
 from harness.grading.model import CHECKS_ADAPTER
-from harness.recordfile import read_optional, read_record
-from harness.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
-from harness.sweeprecord import SweepRecord
+from harness.core.recordfile import read_optional, read_record
+from harness.core.records import MANIFEST_ADAPTER, AttemptMeta, ImportedMeta, read_meta
+from harness.core.sweep import SweepRecord
 from harness.store import Store
-from harness.transcript import OwnerReceipt, ReceiptEvent, RunEnd, RunStart, StopEvent, read_transcript
+from harness.core.transcript import OwnerReceipt, ReceiptEvent, RunEnd, RunStart, StopEvent, read_transcript
 
 GOLDEN = Path(__file__).parent
 TODAY = GOLDEN / "v1" / "runs"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.settings import Settings
+from harness.core.settings import Settings
 from workers.app import TASK_RUN_ATTEMPT, app, configure, queue_for
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Large artifacts travel beside a task's result on Redis as raw bytes (harness/blobs.py), checked on arrival and
+"""Large artifacts travel beside a task's result on Redis as raw bytes (workers/blobs.py), checked on arrival and
 deleted once recorded; the result itself stays small."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 import pytest
 import redis
 
-from harness.blobs import INLINE_MAX, BlobStore, blob_prefix
-from harness.dispatch import result_from_backend
-from harness.records import Artifact, AttemptResult, Cell
+from workers.blobs import INLINE_MAX, BlobStore, blob_prefix
+from harness.coordinator.dispatch import result_from_backend
+from harness.core.records import Artifact, AttemptResult, Cell
 from tests.integration.conftest import write_inventory, write_prompts
 from tests.integration.fleetkit import run_fleet
 
@@ -66,7 +66,7 @@ def test_a_sweep_records_a_large_workspace_file_whole_and_leaves_no_blob_behind(
     workers(["alpha"], inv)
     client = redis.Redis.from_url(redis_server.url)
 
-    def mgets() -> int:  # harness/blobs.py reads blobs with GETRANGE; Celery's own reads of a result are GETs
+    def mgets() -> int:  # workers/blobs.py reads blobs with GETRANGE; Celery's own reads of a result are GETs
         return int(client.info("commandstats").get("cmdstat_getrange", {}).get("calls", 0))
 
     before = mgets()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.modelserver import ScriptedModelServer
-from harness.transcript import read_transcript
+from harness.core.transcript import read_transcript
 from tests.integration.conftest import write_inventory, write_prompts
 from tests.integration.fleetkit import REPO, run_fleet
 
@@ -42,7 +42,7 @@ def _run(tmp_path, script: str, prompt: str, ssh_hosts, client_key, redis_server
     folder = runs / summary["sweep"] / cell["id"] / "attempt-1"
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["host_facts"]["harness_release"]
-    assert "/harness/" in meta["agent_command"][0] and meta["agent_command"][1:3] == ["-m", "workers.agent"]
+    assert "/harness/" in meta["agent_command"][0] and meta["agent_command"][1:3] == ["-m", "workers.host.agent"]
     events = read_transcript(folder / "transcript.jsonl")
     receipt = json.loads((folder / "receipt.json").read_text())
     grade = json.loads((folder / "grade.json").read_text())

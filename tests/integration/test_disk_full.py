@@ -111,8 +111,8 @@ def test_redis_a_full_disk_is_one_line_and_resume_takes_the_results(tmp_path: Pa
 def test_a_journal_entry_the_full_disk_refused_half_way_is_cut_off(tmp_path: Path, small_disk: Path) -> None:
     """The entry straddles a page of the tmpfs: its first bytes fit, the rest does not (a short write, then
     ENOSPC). What the disk took of it is cut off at once, and it never reaches the journal later."""
-    from harness.errors import StoreError
-    from harness.records import AttemptSummary
+    from harness.core.errors import StoreError
+    from harness.core.records import AttemptSummary
     from harness.store import JOURNAL, Store
     from tests.support import synthetic_sweep
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records import Artifact
+from harness.core.records import Artifact
 from tests.integration.conftest import write_prompts
 from tests.integration.fleetkit import free_port, run_embedded, start_embedded
 
@@ -129,12 +129,12 @@ def test_one_bad_delivery_is_that_attempts_failure_and_every_other_cell_goes_on(
     """A worker returns a corrupt artifact for one attempt and a refused name for another: each becomes that
     attempt's harness failure (the corrupt one retried, the refused one not), and every other cell is recorded."""
     import workers.tasks
-    from harness.catalog import load_catalog
-    from harness.coordinator import Coordinator
-    from harness.dispatch import RetryPolicy
-    from harness.inventory import load_inventory
+    from harness.core.catalog import load_catalog
+    from harness.coordinator.verbs import Coordinator
+    from harness.coordinator.dispatch import RetryPolicy
+    from harness.core.inventory import load_inventory
     from harness.store import Store
-    from harness.settings import Settings
+    from harness.core.settings import Settings
 
     inv_path, cat_path = _setup(tmp_path, **{"01-a": "a\n", "02-b": "b\n"})
     real = workers.tasks.run_attempt

@@ -267,7 +267,7 @@ def test_keep_attempts_days_that_is_not_a_number_is_refused(tmp_path, days):
 
 def test_the_host_side_refuses_nan_days_itself(tmp_path):
     """The host side checks the request too (a coordinator of another version may send it)."""
-    from workers import hostclean
+    from workers.host import clean as hostclean
 
     fresh = tmp_path / "runs" / "s" / "attempt-1"
     fresh.mkdir(parents=True)
@@ -279,7 +279,7 @@ def test_the_host_side_refuses_nan_days_itself(tmp_path):
 def test_a_release_in_use_by_its_working_directory_or_with_a_newline_in_its_name_is_kept(tmp_path):
     """The in-use check read `ps` output: a process working inside a release without naming it in its arguments,
     and a release whose name holds a newline (ps shows it as '?'), were not seen, and the release was removed."""
-    from workers import hostclean
+    from workers.host import clean as hostclean
 
     rel = tmp_path / "harness"
     by_cwd, by_name, unused = rel / "cwdrelease", rel / "new\nline", rel / "unused"

@@ -43,7 +43,7 @@ def test_two_attempts_installing_at_once_share_one_install(tmp_path):
     install; it must never remove and redo a venv the first one is already running from."""
     import threading
 
-    from harness.inventory import Host
+    from harness.core.inventory import Host
     from workers.install import ensure_harness, source_release
     from workers.transport.local import LocalTransport
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HostLost, HostUnreachable
-from harness.inventory import Host
+from harness.core.errors import HostLost, HostUnreachable
+from harness.core.inventory import Host
 from tests.integration.conftest import write_inventory, write_prompts
 from tests.integration.netcut import NetnsHost, netns_available
 from tests.integration.fleetkit import run_fleet, start_fleet

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.transcript import ReceiptEvent, StopEvent, read_transcript
+from harness.core.transcript import ReceiptEvent, StopEvent, read_transcript
 from tests.integration.fleetkit import run_embedded
 
 pytestmark = pytest.mark.integration

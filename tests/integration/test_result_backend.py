@@ -127,7 +127,7 @@ def test_a_stored_state_the_script_does_not_read_is_left_to_celerys_own_path(red
 
 
 def test_each_state_is_published_on_the_tasks_channel(redis_server) -> None:
-    """The coordinator learns of a result by the message on the task's key (harness/wakeup.py)."""
+    """The coordinator learns of a result by the message on the task's key (harness/coordinator/wakeup.py)."""
     backend = _backend(redis_server.url)
     client = redis.Redis.from_url(redis_server.url)
     task = f"t-{uuid.uuid4().hex}"
@@ -183,7 +183,7 @@ def test_a_restarted_redis_that_lost_the_script_still_stores(tmp_path) -> None:
 def test_sending_a_task_subscribes_nobody_to_its_result(redis_server) -> None:
     """Celery's backend subscribed the sender to each sent task's result channel (for AsyncResult.get, which the
     coordinator never calls): a SUBSCRIBE per attempt sent, and Redis pushed every result onto a connection nobody
-    read. The coordinator hears results on its own subscription (harness.wakeup) and reads them with GET."""
+    read. The coordinator hears results on its own subscription (harness.coordinator.wakeup) and reads them with GET."""
     import threading
     import time
 

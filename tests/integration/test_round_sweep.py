@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import draw_values, load_catalog, render
+from harness.core.catalog import draw_values, load_catalog, render
 from tests.integration.fleetkit import REPO, free_port, run_embedded
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 
 from harness.store import Store
-from tests.harness.test_notify import Receiver
+from tests.harness.schedule.test_notify import Receiver
 from tests.integration.conftest import write_prompts
 from tests.integration.fleetkit import FLEET, REPO, fleet_env, run_fleet
 

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from harness.inventory import load_inventory
+from harness.core.inventory import load_inventory
 from tests.integration.conftest import write_inventory
 from workers.transport import connect_for
 

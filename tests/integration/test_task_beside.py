@@ -16,8 +16,8 @@ import redis
 
 import workers.app
 import workers.tasks
-from harness.records import AttemptResult, utc_now
-from harness.settings import Settings
+from harness.core.records import AttemptResult, utc_now
+from harness.core.settings import Settings
 from workers.slots import RedisSlots
 from tests.workers.test_worker_settings import _request
 

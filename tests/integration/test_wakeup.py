@@ -9,8 +9,8 @@ import time
 import pytest
 from celery.signals import task_postrun
 
-from harness.settings import Settings
-from harness.wakeup import RedisResults, TaskEnded, wakeup_for
+from harness.core.settings import Settings
+from harness.coordinator.wakeup import RedisResults, TaskEnded, wakeup_for
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def test_the_embedded_workers_task_end_wakes_the_wait() -> None:
 def test_the_result_that_woke_the_wait_is_taken_as_read(redis_server, namespace) -> None:
     """The message that wakes the dispatcher is the stored result: it is kept as read, and its state and result are not
     read from the backend again (a round trip between a host's two agents). Shown by a key gone before the read."""
-    from harness.dispatch import take_stored
+    from harness.coordinator.dispatch import take_stored
     from workers.app import app, configure
 
     configure(Settings.resolve({"broker_url": redis_server.url, "namespace": namespace}, {}))

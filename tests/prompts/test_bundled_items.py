@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import BUNDLED_PROMPTS_DIR, draw_values, load_catalog, render
-from harness.checks.spec import check_kind
-from harness.checks.web import WebCheckSpec
-from harness.inventory import load_inventory
+from harness.core.catalog import BUNDLED_PROMPTS_DIR, draw_values, load_catalog, render
+from harness.core.checks.spec import check_kind
+from workers.host.webcheck import WebCheckSpec
+from harness.core.inventory import load_inventory
 from harness.modelserver import ScriptSet, load_script
 
 OPEN = BUNDLED_PROMPTS_DIR / "open"

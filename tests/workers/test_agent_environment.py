@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import Item
-from harness.checks.spec import CheckSpec
-from harness.errors import InventoryError
-from harness.inventory import AgentConfig, Host, ModelEndpoint, load_inventory
-from harness.records import Cell
-from harness.sweeprecord import AttemptRequest
+from harness.core.catalog import Item
+from harness.core.checks.spec import CheckSpec
+from harness.core.errors import InventoryError
+from harness.core.inventory import AgentConfig, Host, ModelEndpoint, load_inventory
+from harness.core.records import Cell
+from harness.core.sweep import AttemptRequest
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt
 from workers.transport.local import LocalTransport

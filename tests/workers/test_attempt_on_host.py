@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.catalog import Item
-from harness.inventory import AgentConfig, Host, ModelEndpoint
-from harness.records import AttemptResult, Cell
-from harness.sweeprecord import AttemptRequest
+from harness.core.catalog import Item
+from harness.core.inventory import AgentConfig, Host, ModelEndpoint
+from harness.core.records import AttemptResult, Cell
+from harness.core.sweep import AttemptRequest
 from workers.adapters import adapter_for
 from workers.attempt import Timing, run_attempt
 from workers.transport.base import Transport

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import HostLost
-from harness.inventory import AgentConfig, Host, ModelEndpoint
+from harness.core.errors import HostLost
+from harness.core.inventory import AgentConfig, Host, ModelEndpoint
 from workers.transport import TRANSPORTS, MemoryTransport, ShellResult
 
 HOST = Host(name="m", transport="local", agents={"a": AgentConfig(command=["true"])},

@@ -1,5 +1,5 @@
-"""The plug-in points are registries declared once: agent kinds (harness.agents) with their adapter classes
-(workers.adapters), transports (harness.transports) with their classes (workers.transport), and the readers
+"""The plug-in points are registries declared once: agent kinds (harness.core.agents) with their adapter classes
+(workers.adapters), transports (harness.core.transports) with their classes (workers.transport), and the readers
 of those declarations (the inventory, grading, the builtin adapter, connect_for)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import agents
-from harness.agents import AGENT_KINDS, EXIT_INFRASTRUCTURE, AgentKind, UnknownAgentKind
+from harness.core import agents
+from harness.core.agents import AGENT_KINDS, EXIT_INFRASTRUCTURE, AgentKind, UnknownAgentKind
 from harness.grading.evidence import evidence_from_attempt
-from harness.records import AttemptResult
-from harness.inventory import AgentConfig, Host, ModelEndpoint
-from harness.transports import TRANSPORT_KINDS, UnknownTransport
+from harness.core.records import AttemptResult
+from harness.core.inventory import AgentConfig, Host, ModelEndpoint
+from harness.core.transports import TRANSPORT_KINDS, UnknownTransport
 from workers.adapters import ADAPTERS, BuiltinAdapter, adapter_for
 from workers.adapters.registry import registered
 from workers.transport import TRANSPORTS, LocalTransport, SSHTransport, connect_for
@@ -50,7 +50,7 @@ def test_an_adapter_cannot_register_an_undeclared_kind_or_take_a_kind_twice() ->
 
 
 def test_the_builtin_agent_and_its_adapter_share_the_declared_infrastructure_exit() -> None:
-    from workers.agent import loop
+    from workers.host.agent import loop
 
     assert BuiltinAdapter.kind.infrastructure_exit == EXIT_INFRASTRUCTURE == loop.EXIT_INFRASTRUCTURE == 75
     assert [k.name for k in AGENT_KINDS.values() if k.infrastructure_exit is not None] == ["builtin"]
@@ -132,7 +132,7 @@ def test_loading_an_inventory_imports_no_worker_module() -> None:
     the transports, Celery or Fabric (a coordinator reading a file pays for none of them)."""
     code = (
         "import sys\n"
-        "from harness.inventory import load_inventory\n"
+        "from harness.core.inventory import load_inventory\n"
         "inv = load_inventory('inventory/fleet.toml')\n"
         "assert len(inv.hosts) == 6\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('workers', 'celery', 'fabric', 'paramiko', 'kombu'))\n"

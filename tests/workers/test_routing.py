@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.catalog import Item
-from harness.dispatch import Dispatcher
-from harness.inventory import Host, load_inventory
-from harness.records import Cell
-from harness.sweeprecord import AttemptRequest
+from harness.core.catalog import Item
+from harness.coordinator.dispatch import Dispatcher
+from harness.core.inventory import Host, load_inventory
+from harness.core.records import Cell
+from harness.core.sweep import AttemptRequest
 from workers.app import TASKS, app, queue_for
 from tests.support import REPO
 
@@ -103,14 +103,14 @@ def sending_dispatcher(host: Host) -> tuple[Dispatcher, Cell, list[tuple[str, di
 
 
 def test_the_dispatcher_sends_the_routed_task_name_from_its_one_definition(monkeypatch: pytest.MonkeyPatch) -> None:
-    """harness.dispatch names the task through workers.app.TASK_RUN_ATTEMPT, not a copy of the string: renaming the
+    """harness.coordinator.dispatch names the task through workers.app.TASK_RUN_ATTEMPT, not a copy of the string: renaming the
     task in its one definition renames what the dispatcher sends."""
-    import harness.dispatch
+    import harness.coordinator.dispatch
 
     d, cell, sent = sending_dispatcher(load_inventory(FLEET).hosts["tower1"])
     monkeypatch.setattr(Dispatcher, "_request", lambda self, c, a, t: SimpleNamespace(model_dump=lambda mode: {}))
     d._send(cell, 1)
-    monkeypatch.setattr(harness.dispatch, "TASK_RUN_ATTEMPT", "fleet.renamed")
+    monkeypatch.setattr(harness.coordinator.dispatch, "TASK_RUN_ATTEMPT", "fleet.renamed")
     d._send(cell, 2)
     assert [name for name, _ in sent] == [TASKS[0], "fleet.renamed"]
 

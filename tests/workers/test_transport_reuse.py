@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.inventory import AgentConfig, Host, ModelEndpoint
+from harness.core.inventory import AgentConfig, Host, ModelEndpoint
 from workers import tasks
 
 MODEL = ModelEndpoint(base_url="http://127.0.0.1:8080/v1", id="m", context=65536, max_output=1024)

@@ -14,11 +14,11 @@ import pytest
 
 import workers.app
 import workers.tasks
-from harness.catalog import Item
-from harness.inventory import load_inventory
-from harness.records import AttemptResult, Cell, utc_now
-from harness.sweeprecord import AttemptRequest
-from harness.settings import Settings
+from harness.core.catalog import Item
+from harness.core.inventory import load_inventory
+from harness.core.records import AttemptResult, Cell, utc_now
+from harness.core.sweep import AttemptRequest
+from harness.core.settings import Settings
 from workers.slots import FileSlots, RedisSlots
 from tests.support import REPO
 

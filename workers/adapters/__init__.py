@@ -1,7 +1,7 @@
 """Agent adapters: how one kind of agent is started on a host and what it leaves behind.
 
 Adapters are chosen by the inventory's ``agents.<name>.kind``: each adapter class registers against its
-kind's declaration in ``harness.agents`` (``workers.adapters.registry``). Importing this package imports
+kind's declaration in ``harness.core.agents`` (``workers.adapters.registry``). Importing this package imports
 every adapter module, so every declared kind is registered. The builtin guarded agent, OpenClaw, OpenCode
 and Hermes get their own adapters; ``command`` runs any command template.
 """

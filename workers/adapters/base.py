@@ -6,9 +6,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.agents import AgentKind
-from harness.catalog import Item
-from harness.inventory import AgentConfig, Host
+from harness.core.agents import AgentKind
+from harness.core.catalog import Item
+from harness.core.inventory import AgentConfig, Host
 
 __all__ = ["AgentAdapter", "AttemptPaths"]
 
@@ -46,7 +46,7 @@ class AgentAdapter(ABC):
     """How to run one kind of agent for one attempt."""
 
     kind: ClassVar[AgentKind]
-    """The kind's declaration (``harness.agents``), set by ``workers.adapters.registry.registered``: its name,
+    """The kind's declaration (``harness.core.agents``), set by ``workers.adapters.registry.registered``: its name,
     whether it leaves a transcript, its infrastructure exit code."""
 
     needs_harness: bool = False
@@ -109,7 +109,7 @@ class AgentAdapter(ABC):
         return []
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        """The normalized ``transcript.jsonl`` (harness/transcript.py) made from the collected files, for an
+        """The normalized ``transcript.jsonl`` (harness/core/transcript.py) made from the collected files, for an
         agent that records its session in its own format; None when the agent writes one itself or left
         nothing to read. May raise ``TranscriptImportError``: the attempt then keeps the raw files and
         ``transcript.error.txt``, and grades as having no transcript."""

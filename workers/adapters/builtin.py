@@ -1,4 +1,4 @@
-"""The ``builtin`` adapter: runs the harness's own guarded agent (``python -m workers.agent``) on the host.
+"""The ``builtin`` adapter: runs the harness's own guarded agent (``python -m workers.host.agent``) on the host.
 
 The agent writes ``transcript.jsonl``, ``answer.txt`` and ``receipt.json`` into the attempt root, beside
 ``prompt.md``, so they are collected with the attempt. It drives the host's model endpoint from the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from harness.catalog import Item
-from harness.inventory import Host
+from harness.core.catalog import Item
+from harness.core.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.registry import registered
 
@@ -29,7 +29,7 @@ class BuiltinAdapter(AgentAdapter):
     def argv(self, host: Host, item: Item, paths: AttemptPaths) -> list[str]:
         model = host.model
         argv = [
-            self.harness_python or host.python, "-m", "workers.agent",
+            self.harness_python or host.python, "-m", "workers.host.agent",
             "--prompt-file", paths.prompt_file,
             "--workspace", paths.workspace,
             "--out-dir", paths.root,

@@ -8,8 +8,8 @@ A template that needs a shell says so itself: ``["sh", "-c", "my-agent < \\"$1\\
 
 from __future__ import annotations
 
-from harness.catalog import Item
-from harness.inventory import Host
+from harness.core.catalog import Item
+from harness.core.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.registry import registered
 

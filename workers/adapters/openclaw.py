@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.catalog import Item
-from harness.errors import TranscriptImportError
-from harness.inventory import Host
+from harness.core.catalog import Item
+from harness.core.errors import TranscriptImportError
+from harness.core.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.registry import registered
 

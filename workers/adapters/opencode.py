@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 
-from harness.catalog import Item
-from harness.errors import TranscriptImportError
-from harness.inventory import Host
+from harness.core.catalog import Item
+from harness.core.errors import TranscriptImportError
+from harness.core.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.adapters.registry import registered
 

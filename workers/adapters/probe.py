@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from harness.inventory import Host
+from harness.core.inventory import Host
 from workers.adapters.base import AgentAdapter, AttemptPaths
 from workers.transport.base import Transport
 

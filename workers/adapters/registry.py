@@ -1,12 +1,12 @@
 """Which adapter class drives which agent kind: each class registers itself against its declaration in
-``harness.agents``, so a kind is declared once and an adapter cannot name a kind the inventory would refuse."""
+``harness.core.agents``, so a kind is declared once and an adapter cannot name a kind the inventory would refuse."""
 
 from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from harness.agents import agent_kind
-from harness.inventory import AgentConfig
+from harness.core.agents import agent_kind
+from harness.core.inventory import AgentConfig
 from workers.adapters.base import AgentAdapter
 
 __all__ = ["ADAPTERS", "adapter_for", "registered"]
@@ -18,7 +18,7 @@ ADAPTERS: dict[str, type[AgentAdapter]] = {}
 
 
 def registered(kind: str) -> Callable[[A], A]:
-    """Class decorator: ``cls`` drives agents of ``kind`` (declared in ``harness.agents``); sets ``cls.kind``."""
+    """Class decorator: ``cls`` drives agents of ``kind`` (declared in ``harness.core.agents``); sets ``cls.kind``."""
     spec = agent_kind(kind)  # a kind nobody declared fails at import, not at the first attempt
 
     def register(cls: A) -> A:

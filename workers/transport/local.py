@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.errors import HostLost
-from harness.settings import setting_specs
+from harness.core.errors import HostLost
+from harness.core.settings import setting_specs
 from workers.transport.base import ShellResult, Transport
 from workers.transport.registry import registered
 

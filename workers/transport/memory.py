@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Union
 
-from harness.inventory import Host
+from harness.core.inventory import Host
 from workers.transport.base import ShellResult, Transport
 
 __all__ = ["MemoryTransport", "Reply"]

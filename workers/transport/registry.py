@@ -1,12 +1,12 @@
 """Which transport class reaches a host of which ``transport``: each class registers itself against its
-declaration in ``harness.transports``, so a transport name is declared once."""
+declaration in ``harness.core.transports``, so a transport name is declared once."""
 
 from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from harness.inventory import Host
-from harness.transports import transport_kind
+from harness.core.inventory import Host
+from harness.core.transports import transport_kind
 from workers.transport.base import Transport
 
 __all__ = ["TRANSPORTS", "connect_for", "registered"]
@@ -18,7 +18,7 @@ TRANSPORTS: dict[str, type[Transport]] = {}
 
 
 def registered(name: str) -> Callable[[T], T]:
-    """Class decorator: ``cls`` reaches hosts whose ``transport`` is ``name`` (declared in ``harness.transports``)."""
+    """Class decorator: ``cls`` reaches hosts whose ``transport`` is ``name`` (declared in ``harness.core.transports``)."""
     transport_kind(name)  # a transport nobody declared fails at import
 
     def register(cls: T) -> T:

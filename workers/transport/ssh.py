@@ -33,8 +33,8 @@ from typing import Callable
 import paramiko
 from fabric import Config, Connection
 
-from harness.errors import HostKeyMismatch, HostLost, HostUnreachable
-from harness.inventory import Host
+from harness.core.errors import HostKeyMismatch, HostLost, HostUnreachable
+from harness.core.inventory import Host
 from workers.transport.base import ShellResult, Transport
 from workers.transport.registry import registered
 

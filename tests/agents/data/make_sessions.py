@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from harness.catalog import load_open_item  # noqa: E402
-from harness.inventory import AgentConfig, Host  # noqa: E402
+from harness.core.catalog import load_open_item  # noqa: E402
+from harness.core.inventory import AgentConfig, Host  # noqa: E402
 from harness.modelserver import ScriptedModelServer  # noqa: E402
 from workers.adapters import AttemptPaths, adapter_for  # noqa: E402
 

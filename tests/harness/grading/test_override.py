@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import compare_sweeps
-from harness.errors import GradeGate, UsageError
+from harness.views.comparison import compare_sweeps
+from harness.core.errors import GradeGate, UsageError
 from harness.grading import Grade
 from harness.grading.override import GradeOverride, override_grade, read_grade_history
-from harness.outcome import shown_grade
-from harness.records import AttemptSummary
-from harness.sweeprecord import SweepRecord
-from harness.report import cell_results, write_report
+from harness.grading.scale import shown_grade
+from harness.core.records import AttemptSummary
+from harness.core.sweep import SweepRecord
+from harness.views.report import cell_results, write_report
 from harness.store import Store
 from tests.support import assert_one_line_error, finished_result, run_fleet, synthetic_sweep
 

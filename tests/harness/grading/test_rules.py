@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks.result import CheckResult
+from harness.core.checks.result import CheckResult
 from harness.grading import Evidence, StopRecord, grade
 from harness.grading.model import GRADER_VERSION
 
@@ -91,7 +91,7 @@ def test_a_real_agent_attempt_without_its_transcript_is_a_harness_failure(tmp_pa
 
     from harness.grading import evidence_from_attempt
 
-    from harness.records import AttemptResult
+    from harness.core.records import AttemptResult
 
     def meta(kind: str, command: list[str]) -> str:
         return json.dumps(AttemptResult(sweep_id="s", cell_id="h/i/a/r1", attempt=1, status="finished", exit_code=0,

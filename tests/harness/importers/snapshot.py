@@ -12,14 +12,14 @@ from pathlib import Path
 REPO = Path(sys.argv[1]).resolve()
 OUT = Path(sys.argv[2]).resolve()
 sys.path.insert(0, str(REPO))
-import harness.transcript, harness.grading.rules
+import harness.core.transcript, harness.grading.rules
 import harness.importers.folder as folder_mod
 FIXED = "2000-01-01T00:00:00.000Z"
-harness.transcript.utc_now = lambda: FIXED
+harness.core.transcript.utc_now = lambda: FIXED
 harness.grading.rules.utc_now = lambda: FIXED
 folder_mod.utc_now = lambda: FIXED
 from harness.importers import grade_folder, import_to_folder
-from harness.inventory import AgentConfig
+from harness.core.inventory import AgentConfig
 from workers.adapters.openclaw import OpenClawAdapter, STATE_DIR
 from workers.adapters.opencode import OpenCodeAdapter, DB as OC_DB
 from workers.adapters.hermes import HermesAdapter, DB as H_DB, FINAL as H_FINAL, USAGE as H_USAGE

@@ -14,7 +14,7 @@ import pytest
 from harness.importers import import_to_folder
 from harness.importers.events import to_events
 from harness.importers.recorded import RecordedRun
-from harness.transcript import Event, ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
+from harness.core.transcript import Event, ModelResponse, RunEnd, ToolCall, ToolResult, read_transcript
 from tests.fixtures import PIXEL_FLEET
 from tests.support import TESTS
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import InputError, TranscriptError, TranscriptImportError, UsageError
+from harness.core.errors import InputError, TranscriptError, TranscriptImportError, UsageError
 from harness.grading import GRADER_VERSION, Grade
 from harness.guard.budget import DEFAULT_POLICY, RunProgressBudget
 from harness.importers import IMPORTERS, grade_folder, import_to_folder, importer
 from harness.importers.pixel_fleet import read_runs
-from harness.transcript import (
+from harness.core.transcript import (
     Event,
     GuardDecision,
     ModelResponse,
@@ -167,7 +167,7 @@ def test_replay_calls_keep_digests_envelopes_and_both_error_flags(imported: dict
 
 def test_events_that_set_no_import_field_are_written_without_them() -> None:
     """The builtin agent's transcripts keep their lines: the optional import fields appear only when set."""
-    from harness.transcript import ToolDetails
+    from harness.core.transcript import ToolDetails
 
     plain = ToolResult(round=1, call_id="c1", name="read", is_error=False, text="x", details=ToolDetails(status="ok"))
     assert "agent_is_error" not in plain.model_dump_json() and "agent_details" not in plain.model_dump()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import PolicyError, ReplayError
+from harness.core.errors import PolicyError, ReplayError
 from harness.guard.budget import INSPECTION_TOOL
 from harness.guard.policy import BudgetLimits, GuardPolicy, GuardSwitches, load_policy_file
 from harness.guard.results import INSPECTION_KIND, TRANSITION_UNTESTED

@@ -19,7 +19,7 @@ from harness.importers.events import to_events
 from harness.guard.results import is_failed
 from harness.replay.engine import SessionGuard, replay_session
 from harness.replay.sources import read_source, sniff
-from harness.transcript import ModelResponse, ToolResult
+from harness.core.transcript import ModelResponse, ToolResult
 from tests.support import REPO
 
 DATA = REPO / "tests" / "agents" / "data"

@@ -275,7 +275,7 @@ def test_default_reproduces_the_builtin_agents_no_progress_stop(tmp_path: Path) 
     (base / "workspace").mkdir(parents=True)
     (base / "prompt.md").write_text(PHOTO_PROMPT, encoding="utf-8")
     try:
-        subprocess.run([sys.executable, "-m", "workers.agent", "--prompt-file", str(base / "prompt.md"),
+        subprocess.run([sys.executable, "-m", "workers.host.agent", "--prompt-file", str(base / "prompt.md"),
                         "--workspace", str(base / "workspace"), "--out-dir", str(base), "--base-url", server.url,
                         "--model", "local-model", "--context", "32768", "--max-output", "2048",
                         "--retry-backoff-s", "0.05"], cwd=base / "workspace", capture_output=True, text=True,
@@ -386,7 +386,7 @@ def test_stop_call_is_a_call_or_null_never_zero(tmp_path: Path) -> None:
     (base / "workspace").mkdir(parents=True)
     (base / "prompt.md").write_text("make me a cool looking webpage with a forest theme", encoding="utf-8")
     try:
-        subprocess.run([sys.executable, "-m", "workers.agent", "--prompt-file", str(base / "prompt.md"),
+        subprocess.run([sys.executable, "-m", "workers.host.agent", "--prompt-file", str(base / "prompt.md"),
                         "--workspace", str(base / "workspace"), "--out-dir", str(base), "--base-url", server.url,
                         "--model", "local-model", "--context", "32768", "--max-output", "2048"],
                        cwd=base / "workspace", capture_output=True, text=True, timeout=90, check=False)
