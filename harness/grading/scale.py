@@ -21,7 +21,7 @@ from harness.core.failures import classify
 from harness.core.records import AttemptSummary
 from harness.grading.model import GradeName
 
-__all__ = ["GRADE_ORDER", "PASS_GRADE", "FAILURE_GRADE", "PassRate", "pass_rate", "shown_grade"]
+__all__ = ["GRADE_ORDER", "PASS_GRADE", "FAILURE_GRADE", "AGENT_FAILURES", "PassRate", "pass_rate", "shown_grade"]
 
 GRADE_ORDER: Final[tuple[GradeName, ...]] = get_args(GradeName)
 """The grades, best first: tables, counts and charts list them in this order."""
@@ -31,6 +31,10 @@ FAILURE_GRADE: Final[GradeName] = "HARNESS_FAILURE"
 
 PASS_GRADE: Final[GradeName] = "DELIVERED"
 """The one grade that is a pass, in the report's rates and in ``fleet compare`` and ``fleet sweeps``."""
+
+AGENT_FAILURES: Final[tuple[GradeName, ...]] = tuple(g for g in GRADE_ORDER if g not in (PASS_GRADE, FAILURE_GRADE))
+"""The grades that are the agent's (and its model's) failure, not a pass and not the fleet's fault: the report's
+"Agent failures" and junit.xml's ``<failure>``."""
 
 
 class PassRate(BaseModel):

@@ -22,7 +22,7 @@ from harness.core.checks.result import CheckStatus, failure_message
 from harness.core.errors import one_line
 from harness.core.failures import classify
 from harness.grading.model import Grade, StopRecord
-from harness.grading.scale import PassRate, pass_rate
+from harness.grading.scale import AGENT_FAILURES, PassRate, pass_rate
 from harness.grading.override import GradeOverride, latest_override
 from harness.core.recordfile import read_optional
 from harness.core.records import AttemptMeta, AttemptStatus, read_meta
@@ -297,7 +297,7 @@ def _markdown(sweep: SweepRecord, rows: list[CellRow], results: Results) -> str:
         if r.duration_s:
             per_host[r.host].append(r.duration_s)
     out += [f"| {h} | {statistics.median(d):.1f} | {max(d):.1f} |" for h, d in per_host.items()]
-    agent = [r for r in rows if r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT")]
+    agent = [r for r in rows if r.grade in AGENT_FAILURES]
     harness = [r for r in rows if r.grade == "HARNESS_FAILURE"]
     out += ["", "## Findings", "", "### Agent failures", ""]
     out += [line for r in agent
@@ -349,7 +349,7 @@ def _junit(sweep: SweepRecord, rows: list[CellRow]) -> bytes:
         if r.grade == "HARNESS_FAILURE":
             ET.SubElement(case, "error", message=text[:1000])
             counts["errors"] += 1
-        elif r.grade in ("PARTIAL", "NOTHING", "CODE_IN_CHAT"):
+        elif r.grade in AGENT_FAILURES:
             ET.SubElement(case, "failure", message=text[:1000])
             counts["failures"] += 1
         elif not r.grade:
