@@ -26,14 +26,16 @@ import shlex
 import socket
 import threading
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Callable
+from typing import Callable, Iterator, Literal, NamedTuple
 
 import paramiko
 from fabric import Config, Connection
 
-from harness.core.errors import HostKeyMismatch, HostLost, HostUnreachable
+from harness.core.errors import HostKeyMismatch, HostLost, HostUnreachable, InfrastructureError
 from harness.core.inventory import Host
 from workers.transport.base import ShellResult, Transport
 from workers.transport.registry import registered
@@ -56,11 +58,12 @@ class _PinnedKeyPolicy(paramiko.MissingHostKeyPolicy):
         pin = self.host.host_key
         if pin.startswith("SHA256:") and key_fingerprint(key) == pin.rstrip("="):
             return
-        raise HostKeyMismatch(
-            f"host key mismatch: {hostname} offered {key.get_name()} {key_fingerprint(key)}, "
-            f"the inventory pins {_describe_pin(pin)}",
-            host=self.host.name,
-        )
+        raise HostKeyMismatch(_KEY_MISMATCH.format(where=hostname, offered=_describe_key(key), pin=_describe_pin(pin)),
+                              host=self.host.name)
+
+
+def _describe_key(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key_fingerprint(key)}"
 
 
 def _describe_pin(pin: str) -> str:
@@ -225,6 +228,145 @@ class _KeepAlive(threading.Thread):
                 return
 
 
+# -- the one translation of paramiko's, socket's and the OS's errors into the harness's -----------------------------
+
+Step = Literal["connect", "command", "upload", "download"]
+"""What the transport was doing when a library error came."""
+
+
+class _Step(NamedTuple):
+    what: str
+    """What was being done, in the texts ("connection lost during {what}")."""
+    verb: str
+    """The verb of "cannot {verb} {path}" (transfers)."""
+    connected: bool
+    """A connection stood when it began. While connecting there is none yet whose life to ask about: only the deadline
+    can say the connection was cut."""
+
+
+_STEPS: dict[Step, _Step] = {
+    "connect": _Step("the connect", "", connected=False),
+    "command": _Step("a command", "", connected=True),
+    "upload": _Step("upload of {path}", "write", connected=True),
+    "download": _Step("download of {path}", "read", connected=True),
+}
+
+
+@dataclass(frozen=True)
+class _During:
+    """What the transport was doing (``_map_ssh_errors``'s ``during``): which rows apply, and the words of their texts."""
+
+    step: Step
+    path: str = ""
+
+    @property
+    def what(self) -> str:
+        return _STEPS[self.step].what.format(path=self.path)
+
+    @property
+    def verb(self) -> str:
+        return _STEPS[self.step].verb
+
+
+class _Row(NamedTuple):
+    """A library ``error`` met during one of ``steps`` with the connection in the state ``when`` becomes ``harness``
+    with ``text``; ``harness`` None: the library's error passes through as it is (the caller's to judge)."""
+
+    steps: tuple[Step, ...]
+    error: type[BaseException] | tuple[type[BaseException], ...]
+    harness: type[InfrastructureError] | None
+    text: str
+    when: Literal["any", "cut", "standing"] = "any"
+    """``cut``: this side's deadline passed, or (once connected) the connection no longer stands; ``standing``: not cut."""
+    ends: bool = False
+    """The connection is dropped as well: the next operation connects again."""
+
+
+_KEY_MISMATCH = "host key mismatch: {where} offered {offered}, the inventory pins {pin}"
+_CONNECT_TIMED_OUT = ("SSH connect to {address}:{port} did not finish within {connect_timeout:g} s "
+                      "(TCP connect, banner, key exchange and authentication)")
+_LOST = "connection lost during {what}: {why}"
+
+_LINK_ERRORS = (OSError, EOFError, paramiko.SSHException)
+"""What a failed or dying connection raises: the socket's errors (``socket.timeout`` is ``TimeoutError``, paramiko's
+``NoValidConnectionsError`` an ``OSError``), a read on a closed one (``EOFError``), and paramiko's own."""
+_TRANSFER: tuple[Step, ...] = ("upload", "download")
+_CONNECTED: tuple[Step, ...] = ("command", "upload", "download")
+
+_SSH_ERRORS: tuple[_Row, ...] = (
+    # Connecting: nothing ran on the host yet. The most specific first: the first row that fits decides.
+    _Row(("connect",), paramiko.BadHostKeyException, HostKeyMismatch, _KEY_MISMATCH),
+    _Row(("connect",), TimeoutError, HostUnreachable, _CONNECT_TIMED_OUT),
+    # Once the connect deadline passed, what the library says is the echo of the socket it closed: time is the reason.
+    _Row(("connect",), _LINK_ERRORS, HostUnreachable, _CONNECT_TIMED_OUT, when="cut"),
+    _Row(("connect",), paramiko.AuthenticationException, HostUnreachable,
+         "SSH authentication failed for {user}@{address}:{port}: {exc}"),
+    _Row(("connect",), _LINK_ERRORS, HostUnreachable, "SSH connect to {address}:{port} failed: {exc}"),
+    # Connected: the host is lost to this operation. The SFTP channel's own timeout (stall_timeout) coming before
+    # the watchdog is the same stall.
+    _Row(_TRANSFER, TimeoutError, HostLost, "connection lost during {what}: {stalled}", ends=True),
+    # A file missing on a cut connection is the loss speaking, not the host; on one that stands it is the host's
+    # answer, which the attempt reads (a record not written yet).
+    _Row(("download",), FileNotFoundError, HostLost, "connection lost during {what}: {why_closed}", when="cut", ends=True),
+    _Row(("download",), FileNotFoundError, None, "", when="standing"),
+    # The host refused the file (no such folder, no permission, its disk full) over a connection that stands: kept.
+    _Row(_TRANSFER, OSError, HostLost, "cannot {verb} {path}: {exc}", when="standing"),
+    _Row(_CONNECTED, _LINK_ERRORS, HostLost, _LOST, ends=True),
+)
+"""The one table from the libraries' errors to the harness's (docs/transport.md)."""
+
+
+def _row_for(exc: BaseException, step: Step, cut: bool) -> _Row | None:
+    state = "cut" if cut else "standing"
+    return next((row for row in _SSH_ERRORS
+                 if step in row.steps and isinstance(exc, row.error) and row.when in ("any", state)), None)
+
+
+class _Words(dict[str, object]):
+    """The words a row's text may name, each worked out only when the text names it (the pin is described for a
+    key mismatch alone)."""
+
+    def __init__(self, link: SSHTransport, during: _During, exc: BaseException) -> None:
+        super().__init__()
+        h, closed = link.host, link._why_closed
+        error = f"{type(exc).__name__}: {exc}"
+        self._make: dict[str, Callable[[], object]] = {
+            "address": lambda: h.address, "port": lambda: h.port, "user": lambda: h.user,
+            "connect_timeout": lambda: h.connect_timeout,
+            "where": lambda: f"{h.address}:{h.port}",
+            "offered": lambda: _describe_key(getattr(exc, "key")),  # BadHostKeyException's
+            "pin": lambda: _describe_pin(h.host_key),
+            "exc": lambda: exc,
+            "what": lambda: during.what, "verb": lambda: during.verb, "path": lambda: during.path,
+            # Why the connection is gone: this side's reason for closing it (a deadline, unanswered keepalives)
+            # first, else the library's error, or what is known without it.
+            "why": lambda: closed or error,
+            "why_closed": lambda: closed or "the connection closed",
+            "stalled": lambda: closed or f"{during.what} moved no data for {h.stall_timeout:g} s",
+        }
+
+    def __missing__(self, key: str) -> object:
+        return self._make[key]()
+
+
+@contextmanager
+def _map_ssh_errors(link: SSHTransport, during: _During, deadline: _Deadline) -> Iterator[None]:
+    """Raise the harness's error for a paramiko, socket or OS error raised in the block (``_SSH_ERRORS``), chained to
+    it, naming the host and what was being done. Harness errors raised in the block (the pin policy's
+    HostKeyMismatch, a reconnect's HostUnreachable) and errors the table does not name pass through as they are."""
+    try:
+        yield
+    except Exception as exc:
+        cut = deadline.expired or (_STEPS[during.step].connected and not link.alive)
+        row = _row_for(exc, during.step, cut)
+        if row is None or row.harness is None:
+            raise
+        error = row.harness(row.text.format_map(_Words(link, during, exc)), host=link.host.name)
+        if row.ends:
+            link.close()
+        raise error from exc
+
+
 @registered("ssh")
 class SSHTransport(Transport):
     """One reusable SSH connection to one host, every operation under a deadline (see the module's docstring)."""
@@ -274,8 +416,8 @@ class SSHTransport(Transport):
         conn.client = client
         deadline = _Deadline(limit, client.close)
         try:
-            with deadline:
-                self._handshake(conn, deadline)
+            with _map_ssh_errors(self, _During("connect"), deadline), deadline:
+                conn.open()
         except BaseException:
             client.close()
             raise
@@ -291,30 +433,7 @@ class SSHTransport(Transport):
 
     def _connect_timed_out(self) -> str:
         h = self.host
-        return (f"SSH connect to {h.address}:{h.port} did not finish within {h.connect_timeout:g} s "
-                "(TCP connect, banner, key exchange and authentication)")
-
-    def _handshake(self, conn: Connection, deadline: _Deadline) -> None:
-        h = self.host
-        try:
-            # The pin policy's HostKeyMismatch is none of the classes below: it passes through as it is.
-            conn.open()
-        except paramiko.BadHostKeyException as exc:
-            raise HostKeyMismatch(
-                f"host key mismatch: {h.address}:{h.port} offered {exc.key.get_name()} {key_fingerprint(exc.key)}, "
-                f"the inventory pins {_describe_pin(h.host_key)}",
-                host=h.name,
-            ) from exc
-        except paramiko.AuthenticationException as exc:
-            if deadline.expired:
-                raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
-            raise HostUnreachable(f"SSH authentication failed for {h.user}@{h.address}:{h.port}: {exc}", host=h.name) from exc
-        except (socket.timeout, TimeoutError) as exc:
-            raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
-        except (OSError, paramiko.SSHException, EOFError) as exc:
-            if deadline.expired:
-                raise HostUnreachable(self._connect_timed_out(), host=h.name) from exc
-            raise HostUnreachable(f"SSH connect to {h.address}:{h.port} failed: {exc}", host=h.name) from exc
+        return _CONNECT_TIMED_OUT.format(address=h.address, port=h.port, connect_timeout=h.connect_timeout)
 
     def _abort(self, why: str, t: paramiko.Transport | None = None) -> None:
         """Close the connection ``t`` (by default the current one) under whatever is using it, from a watchdog
@@ -362,10 +481,12 @@ class SSHTransport(Transport):
             raise HostLost(f"connection lost: {self._why_closed or 'closed'}", host=self.host.name)
         return t
 
-    def _lost(self, what: str, exc: BaseException | None = None) -> HostLost:
-        why = self._why_closed or (f"{type(exc).__name__}: {exc}" if exc is not None else "the connection closed")
+    def _lost(self, what: str) -> HostLost:
+        """The connection ended under ``what`` with no library error to translate (a channel closed, a deadline
+        passed just as the operation finished): dropped, and the host lost."""
+        why = self._why_closed or "the connection closed"
         self.close()
-        return HostLost(f"connection lost during {what}: {why}", host=self.host.name)
+        return HostLost(_LOST.format(what=what, why=why), host=self.host.name)
 
     # -- hooks -----------------------------------------------------------------------------------
     def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
@@ -377,39 +498,35 @@ class SSHTransport(Transport):
         t = self._transport()
         deadline = _Deadline(timeout, lambda: self._abort(f"a command did not finish within {timeout:g} s", t))
         out, err = bytearray(), bytearray()
-        try:
-            with deadline:
-                chan = t.open_session(timeout=timeout)
-                try:
-                    chan.exec_command("sh -c " + shlex.quote(script))
-                    if stdin is not None:
-                        chan.sendall(stdin)
-                    chan.shutdown_write()  # a command that reads stdin sees its end
-                    while True:
-                        while chan.recv_ready():
-                            out += chan.recv(65536)
-                        while chan.recv_stderr_ready():
-                            err += chan.recv_stderr(65536)
-                        # Done once the exit status and the end of the output are both in: sshd may send the
-                        # exit status before the last of the output (RFC 4254 allows data until EOF), and
-                        # stopping at the status alone lost it (an empty `command -v` answer: agent_missing).
-                        if (chan.exit_status_ready() and (chan.eof_received or chan.closed)
-                                and not chan.recv_ready() and not chan.recv_stderr_ready()):
-                            break
-                        if chan.eof_received:
-                            # All output is in; the exit status follows (the channel stays readable after EOF,
-                            # so waiting on it would spin).
-                            chan.status_event.wait(0.2)
-                        else:
-                            # Readable when output arrives or the channel closes; the exit status wakes no one.
-                            select.select([chan], [], [], 0.2)
-                    code = chan.recv_exit_status()
-                finally:
-                    chan.close()
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            # A reconnect's HostKeyMismatch (open() above) is not caught here: a host that changed its key is
-            # not a lost host.
-            raise self._lost("a command", exc) from exc
+        # A reconnect's HostKeyMismatch (open() above) is not translated: a host that changed its key is not lost.
+        with _map_ssh_errors(self, _During("command"), deadline), deadline:
+            chan = t.open_session(timeout=timeout)
+            try:
+                chan.exec_command("sh -c " + shlex.quote(script))
+                if stdin is not None:
+                    chan.sendall(stdin)
+                chan.shutdown_write()  # a command that reads stdin sees its end
+                while True:
+                    while chan.recv_ready():
+                        out += chan.recv(65536)
+                    while chan.recv_stderr_ready():
+                        err += chan.recv_stderr(65536)
+                    # Done once the exit status and the end of the output are both in: sshd may send the
+                    # exit status before the last of the output (RFC 4254 allows data until EOF), and
+                    # stopping at the status alone lost it (an empty `command -v` answer: agent_missing).
+                    if (chan.exit_status_ready() and (chan.eof_received or chan.closed)
+                            and not chan.recv_ready() and not chan.recv_stderr_ready()):
+                        break
+                    if chan.eof_received:
+                        # All output is in; the exit status follows (the channel stays readable after EOF,
+                        # so waiting on it would spin).
+                        chan.status_event.wait(0.2)
+                    else:
+                        # Readable when output arrives or the channel closes; the exit status wakes no one.
+                        select.select([chan], [], [], 0.2)
+                code = chan.recv_exit_status()
+            finally:
+                chan.close()
         if code < 0 and (deadline.expired or self._why_closed or not t.is_active()):
             # The channel ended because the connection did, not with the command's exit status.
             raise self._lost("a command")
@@ -436,41 +553,20 @@ class SSHTransport(Transport):
 
     def put(self, path: str, data: bytes) -> None:
         self.open()
-        what = f"upload of {path}"
-        deadline = self._transfer(what)
-        try:
-            with deadline:
-                self._sftp_client().putfo(io.BytesIO(data), path, callback=lambda done, total: deadline.progress())
-        except TimeoutError as exc:
-            # The SFTP channel's own timeout (stall_timeout) came before the watchdog: the same stall.
-            self._stalled(what)
-            raise self._lost(what, exc) from exc
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            if isinstance(exc, IOError) and self.alive and not deadline.expired:
-                raise HostLost(f"cannot write {path}: {exc}", host=self.host.name) from exc
-            raise self._lost(what, exc) from exc
+        during = _During("upload", path)
+        deadline = self._transfer(during.what)
+        with _map_ssh_errors(self, during, deadline), deadline:
+            self._sftp_client().putfo(io.BytesIO(data), path, callback=lambda done, total: deadline.progress())
         if deadline.expired:
-            raise self._lost(what)
+            raise self._lost(during.what)
 
     def get(self, path: str) -> bytes:
         self.open()
-        what = f"download of {path}"
-        deadline = self._transfer(what)
+        during = _During("download", path)
+        deadline = self._transfer(during.what)
         buf = io.BytesIO()
-        try:
-            with deadline:
-                self._sftp_client().getfo(path, buf, callback=lambda done, total: deadline.progress())
-        except TimeoutError as exc:
-            self._stalled(what)
-            raise self._lost(what, exc) from exc
-        except FileNotFoundError:
-            if deadline.expired or not self.alive:
-                raise self._lost(what) from None
-            raise
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            if isinstance(exc, IOError) and self.alive and not deadline.expired:
-                raise HostLost(f"cannot read {path}: {exc}", host=self.host.name) from exc
-            raise self._lost(what, exc) from exc
+        with _map_ssh_errors(self, during, deadline), deadline:
+            self._sftp_client().getfo(path, buf, callback=lambda done, total: deadline.progress())
         if deadline.expired:
-            raise self._lost(what)
+            raise self._lost(during.what)
         return buf.getvalue()

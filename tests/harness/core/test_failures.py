@@ -11,7 +11,7 @@ from typing import get_args
 import pytest
 
 from harness.core import errors
-from harness.core.failures import REASONS, FailureReason, classify, exception_for, is_retried
+from harness.core.failures import REASONS, FailureReason, classify, coded_exceptions, exception_for, is_retried
 from harness.grading import Evidence, grade
 from tests.support import REPO
 
@@ -63,3 +63,35 @@ def test_a_grade_of_harness_failure_carries_its_code_and_classify_retries_it(evi
     assert (g.grade, g.failure) == ("HARNESS_FAILURE", code)
     f = classify(evidence["status"], evidence.get("reason", ""), g.grade, g.failure)
     assert f is not None and f.reason == code and f.retry
+
+
+def test_each_code_is_named_once_on_its_class_and_every_row_is_used() -> None:
+    """A class's code is written on the class alone: it must have a row in REASONS; a row no class carries must be
+    a code some code path of the harness or the workers sets (a status's reason or a grade's failure)."""
+    carried = coded_exceptions()
+    assert set(carried) <= set(REASONS), f"codes with no row: {sorted(set(carried) - set(REASONS))}"
+    sources = [p for d in ("harness", "workers") for p in sorted((REPO / d).rglob("*.py"))
+               if p != REPO / "harness" / "core" / "failures.py"]
+    text = "\n".join(p.read_text() for p in sources)
+    unused = [code for code in REASONS if code not in carried
+              and f'"{code}"' not in text and f"'{code}'" not in text]
+    assert unused == [], f"rows no class carries and no code path sets: {unused}"
+    for code, row in REASONS.items():
+        assert row.exception is carried.get(code)
+
+
+def test_the_documented_exception_of_each_code_is_its_class() -> None:
+    rows = re.findall(r"^\| `([a-z_]+)` \| (?:yes|no) \| .+? \| (`\w+`|-) \|$", DOC.read_text(), re.M)
+    assert rows == [(r.code, f"`{r.exception.__name__}`" if r.exception else "-") for r in REASONS.values()]
+
+
+def test_a_code_carried_by_two_classes_is_refused() -> None:
+    class Twin(errors.HostLost):
+        reason = "host_unreachable"
+
+    try:
+        with pytest.raises(TypeError, match="host_unreachable.*HostUnreachable and Twin"):
+            coded_exceptions()
+    finally:
+        del Twin.reason  # it declares no code of its own while it lingers among HostLost's subclasses
+    assert exception_for("host_lost") is errors.HostLost and exception_for("host_unreachable") is errors.HostUnreachable
