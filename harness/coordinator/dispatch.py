@@ -37,6 +37,7 @@ from celery.result import AsyncResult
 
 from pathlib import Path
 
+from harness.core.budget import AttemptBudget
 from harness.core.catalog import render
 from harness.core.checks.spec import load_checks
 from harness.core.diskfull import is_disk_full
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from harness.grading import Grade
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
-           "result_from_backend", "forget_result", "task_time_limit", "settle_attempt", "take_stored"]
+           "result_from_backend", "forget_result", "settle_attempt", "take_stored"]
 
 
 @dataclass(frozen=True)
@@ -286,10 +287,11 @@ class Dispatcher:
         req = self._request(cell, attempt, task_id)
         item = self.sweep.items[cell.item]
         # Sent ahead (every slot of the host taken): it waits in its worker for a slot as long as the host's attempts in
-        # flight may hold theirs (the longest one's time limit: its timeout and its grace), before its own time starts.
-        waits = (task_time_limit(max(self.sweep.items[f.cell.item].timeout_s for f in self._in_flight.values()
-                                     if f.cell.host == cell.host))
-                 if self._per_host[cell.host] >= self.inventory.hosts[cell.host].slots else 0)
+        # flight may hold theirs (the longest one's hard time limit), before its own time starts.
+        behind = (max(AttemptBudget.for_item(self.sweep.items[f.cell.item]).hard_limit_s
+                      for f in self._in_flight.values() if f.cell.host == cell.host)
+                  if self._per_host[cell.host] >= self.inventory.hosts[cell.host].slots else 0)
+        soft, hard = AttemptBudget.for_item(item).task_limits(behind)
         # Record the dispatch before sending: if we die in between, resume sees an attempt to settle. Written, not
         # flushed: the last attempt's record flushes it right after (or sync_journal before the loop waits), and the
         # host does not wait for a disk flush between two agents (store.SweepWriter.dispatched).
@@ -303,9 +305,10 @@ class Dispatcher:
                 TASK_RUN_ATTEMPT,
                 args=args,
                 task_id=task_id,
-                # The lifecycle enforces the item's timeout itself; these limits catch a stuck worker.
-                soft_time_limit=waits + item.timeout_s + 600,
-                time_limit=waits + task_time_limit(item.timeout_s),
+                # The lifecycle enforces the item's timeout itself; these limits (harness/core/budget.py) catch a
+                # stuck worker.
+                soft_time_limit=soft,
+                time_limit=hard,
                 # What logs, `celery inspect` and monitors show of the task: its cell and attempt. Celery's own is a
                 # repr of the whole request (the agent's env, the prompt), made on the path of every send (0.2 ms
                 # and more of each host's wait between two agents).
@@ -434,11 +437,6 @@ def settle_attempt(app: Celery, writer: SweepWriter, sweep: SweepRecord, cell: C
         result = harness_failure(sweep.id, cell, attempt, reason, error)
     record_result(writer, sweep, cell, result, on_event)
     forget_result(async_result, blobs, namespace)
-
-def task_time_limit(timeout_s: int) -> int:
-    """The hard time limit of an attempt's task: the item's timeout plus the grace for checks and collecting."""
-    return timeout_s + 900
-
 
 def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int, blobs: "BlobStore | None" = None,
                         namespace: str = "", task_id: str = "") -> AttemptResult:

@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from harness.core.budget import AttemptBudget, longest_limit, unacknowledged_s
 from harness.core.catalog import Catalog
 from harness.coordinator.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
 from harness.core.diskfull import is_disk_full
@@ -285,11 +286,13 @@ class Coordinator:
         task's run would deliver a running attempt again and again, even after the sweep ended: refuse it."""
         longest = longest_time_limit(sweep, hosts)
         if self.settings.visibility_timeout_s < longest:
-            item = max((sweep.items[c.item] for c in sweep.cells if c.host in hosts), key=lambda i: i.timeout_s)
+            item = max((sweep.items[c.item] for c in sweep.cells if c.host in hosts),
+                       key=lambda i: AttemptBudget.for_item(i).hard_limit_s)
+            budget = AttemptBudget.for_item(item)
             raise UsageError(
                 f"FLEET_VISIBILITY_TIMEOUT={self.settings.visibility_timeout_s} s is shorter than an attempt of "
-                f"{item.id} may run ({item.timeout_s} s timeout + 900 s for checks and collecting = {longest} s): "
-                f"Redis would deliver it again while it runs; set it to at least {longest}")
+                f"{item.id} may run ({item.timeout_s} s timeout + {budget.beyond_run_s} s for checks and collecting = "
+                f"{budget.hard_limit_s} s): Redis would deliver it again while it runs; set it to at least {longest}")
 
     def _run(
         self, sweep: SweepRecord, inventory: Inventory, plan: Callable[[SweepWriter], list[Planned]], fresh: bool = False
@@ -394,11 +397,10 @@ def ahead_for(sweep: SweepRecord, hosts: set[str], visibility_timeout_s: int) ->
     visibility timeout (its wait for the attempt in front, then its own run: two of the longest time limit), which
     would have Redis deliver it again while it waits; then none, as an attempt of hours gains nothing by it."""
     longest = longest_time_limit(sweep, hosts)
-    return 1 if longest and 2 * longest <= visibility_timeout_s else 0
+    return 1 if longest and unacknowledged_s(longest, ahead=1) <= visibility_timeout_s else 0
 
 
 def longest_time_limit(sweep: SweepRecord, hosts: set[str]) -> int:
-    """The longest hard time limit of an attempt of the sweep on ``hosts`` (0 when none of its cells is there)."""
-    from harness.coordinator.dispatch import task_time_limit
-
-    return max((task_time_limit(sweep.items[c.item].timeout_s) for c in sweep.cells if c.host in hosts), default=0)
+    """The longest hard time limit of an attempt of the sweep on ``hosts`` (0 when none of its cells is there): what
+    the visibility timeout must cover, and what an attempt sent ahead may wait (harness/core/budget.py)."""
+    return longest_limit(AttemptBudget.for_item(sweep.items[c.item]) for c in sweep.cells if c.host in hosts)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from harness.core.budget import AttemptBudget
 from harness.core.errors import UsageError
 
 __all__ = ["CONTRACT_VARIABLES", "Origin", "ReadBy", "Settings", "SettingSpec", "is_redis_url", "redact", "setting_specs"]
@@ -215,7 +216,7 @@ class Settings:
         doc="Seconds a slot lease lives without a heartbeat: how soon a dead worker's slot frees.")
     """Lifetime of an unrenewed slot lease."""
     start_timeout_s: float = _setting(
-        30.0, env="FLEET_START_TIMEOUT", read_by="worker", parse=_seconds,
+        AttemptBudget.start_s, env="FLEET_START_TIMEOUT", read_by="worker", parse=_seconds,
         doc="Seconds the agent has to start on its host, else the attempt is HARNESS_FAILURE (agent_not_started).")
     """How long the lifecycle waits for the agent to start."""
     broker_outage_s: float = _setting(

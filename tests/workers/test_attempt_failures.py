@@ -309,14 +309,14 @@ def test_a_check_that_breaks_once_runs_through_the_runner_protocol_twice() -> No
     t = healthy_host(req)
     answers = ["Traceback: the browser driver dropped its connection",
                json.dumps({"name": "site", "kind": "web", "status": "passed", "summary": "1 passed"})]
-    t.on(r"-m harness\.checks\.web ", lambda script, t: answers.pop(0))
+    t.on(r"-m workers\.host\.webcheck ", lambda script, t: answers.pop(0))
     t.on(r"^rm -rf .*/checks/site && mkdir -p ", "")
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert result.status == "finished", result.error
     (checks,) = [json.loads(a.data()) for a in result.artifacts if a.name == "checks.json"]
     assert [c["status"] for c in checks] == ["passed"]
     assert checks[0]["summary"].startswith("1 passed (run twice; the first run: the web check did not answer: ")
-    assert len(t.ran(r"-m harness\.checks\.web ")) == 2
+    assert len(t.ran(r"-m workers\.host\.webcheck ")) == 2
     assert t.files[f"{root_of(req)}/.fleet/checks/site/spec.json"] == json.dumps(check.spec).encode()
 
 
@@ -650,12 +650,12 @@ def test_a_folder_a_later_delivery_took_before_the_pack_is_supervision_lost_and_
     req = request(checks=[check])
     t = healthy_host(req)
     t.on(PACK, ShellResult(3, '{"superseded": "a later delivery runs in the folder (t2)"}\n', ""))
-    t.on(r"-m harness\.checks\.web ", json.dumps({"name": "site", "kind": "web", "status": "passed", "summary": "ok"}))
+    t.on(r"-m workers\.host\.webcheck ", json.dumps({"name": "site", "kind": "web", "status": "passed", "summary": "ok"}))
     t.on(r"^rm -rf .*/checks/site && mkdir -p ", "")
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST)
     assert_failure(result, "supervision_lost")
     assert "a later delivery runs in the folder (t2)" in result.error
-    assert not t.ran(r"-m harness\.checks\.web "), "a check ran in a folder that is another delivery's"
+    assert not t.ran(r"-m workers\.host\.webcheck "), "a check ran in a folder that is another delivery's"
 
 
 def test_an_agent_that_ended_in_time_but_after_the_last_poll_is_finished_not_timeout() -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from workers.checks.pytest_files import CHECK_KIND, JUNIT_NAME, build_check_command, parse_junit, staged_files, timed_out_exit
+from harness.core.budget import AttemptBudget
 from harness.core.checks.result import CheckResult
 from harness.core.checks.spec import CheckSpec
 
@@ -26,10 +27,6 @@ if TYPE_CHECKING:  # the runners only call the hooks; harness code never imports
     from workers.transport.base import Transport
 
 __all__ = ["CheckPlace", "CheckRunner", "PytestRunner", "WebRunner", "RUNNERS", "runner_for", "run_check"]
-
-_SHELL_SLACK_S = 60
-"""The transport's own limit on a check's command, beyond the check's: the check times itself out first."""
-
 
 @dataclass(frozen=True)
 class CheckPlace:
@@ -46,6 +43,12 @@ class CheckPlace:
     hidden_env: tuple[str, ...] = ()
     """Host variables the check must not see: the model's API key and the agent's ``pass_env``. A check runs code
     the agent wrote, whose output is kept in checks.json (docs/environment.md)."""
+
+    @property
+    def command_s(self) -> float:
+        """The transport's own limit on the check's command (``AttemptBudget.check_command_s``): beyond the check's,
+        so the check times itself out first and says so."""
+        return AttemptBudget(run_s=0, check_s=self.timeout_s).check_command_s
 
 
 @runtime_checkable
@@ -89,7 +92,7 @@ class PytestRunner:
         argv = build_check_command(at.python, [f"{at.folder}/{n}" for n in check.files], at.workspace, junit,
                                    int(at.timeout_s))
         r = t.shell(f"{_unset(at)}cd {_q(at.folder)} && " + " ".join(_q(a) for a in argv),
-                    timeout=at.timeout_s + _SHELL_SLACK_S)
+                    timeout=at.command_s)
         timed_out = timed_out_exit(r.exit_code)
         res = parse_junit(_get(t, junit), check.name, round(time.monotonic() - started, 3), timed_out=timed_out,
                           timeout_s=at.timeout_s)
@@ -111,7 +114,7 @@ class WebRunner:
         r = t.shell(
             f"{_unset(at)}{_q(at.python)} -m workers.host.webcheck {_q(at.workspace)} {_q(at.folder)}/spec.json "
             f"--timeout {int(at.timeout_s)}",
-            timeout=at.timeout_s + _SHELL_SLACK_S,
+            timeout=at.command_s,
         )
         try:
             return CheckResult.model_validate_json(r.stdout)
