@@ -45,8 +45,9 @@ Files are written to a temporary name and renamed, so the worker never reads hal
 **One script, many modules.** The host runs one source text, and this package is that text by concern: each module
 below holds one, and ``source()`` assembles them, in ``MODULES`` order, into the script the worker sends (the
 modules' imports of each other dropped: in the script they share one namespace). The script is the same bytes for
-the same files, as the host's compiled code is kept by the source it came from. The worker also imports the package
-itself, for the records (``sign``, ``verify``, ``read_bundle``, ``boot_stdin``): this face re-exports their names.
+the same files, so the code compiled from it (kept by the worker per source, and per host once the host gave its own
+back) stays that text's. The worker also imports the package itself, for the records (``sign``, ``verify``,
+``read_bundle``, ``boot_stdin``): this face re-exports their names.
 
 ======================  ==========================================================================================
 ``lean``                ``os`` on ``posix`` alone; the C modules under ``stat``, ``signal``, ``hashlib``, ``hmac``
@@ -65,7 +66,6 @@ itself, for the records (``sign``, ``verify``, ``read_bundle``, ``boot_stdin``):
 ``verbs``               ``serve`` (what BOOT calls) and ``main``
 ======================  ==========================================================================================
 """
-
 
 import functools
 import os
