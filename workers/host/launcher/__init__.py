@@ -106,9 +106,11 @@ test_launcher_source.py checks that, and that every module of the package is her
 
 def assemble(folder: str) -> bytes:
     """The launcher's script from the modules in ``folder``: each in ``MODULES`` order, under a line that names it,
-    without its imports of the package's other modules (``from .NAME import ...``, at the start of a line: in the
-    script they are one namespace). Nothing else is changed, so the same files give the same bytes."""
+    without its imports of the package's other modules (``from .NAME import ...`` at the start of a line: in the
+    script they are one namespace) and without an ``import NAME`` line an earlier module has already (each is work
+    on every start, for nothing). Nothing else is changed, so the same files give the same bytes."""
     parts = [b"# The fleet launcher: workers/host/launcher/ in one script (workers.host.launcher.source()).\n"]
+    imported: set[bytes] = set()
     for name in MODULES:
         with open(os.path.join(folder, name + ".py"), "rb") as f:
             lines = f.read().splitlines(keepends=True)
@@ -119,7 +121,11 @@ def assemble(folder: str) -> bytes:
                 open_paren = b")" not in line
             elif line.startswith(b"from ."):
                 open_paren = b"(" in line and b")" not in line
+            elif line.startswith(b"import ") and line.rstrip() in imported:
+                pass
             else:
+                if line.startswith(b"import "):
+                    imported.add(line.rstrip())
                 parts.append(line)
     return b"".join(parts)
 
