@@ -52,7 +52,7 @@ REAP_ALLOWANCE_S = AttemptBudget.reap_s  # the budget's reap_s
 """Added to the start's bound: the launcher's start first ends what earlier deliveries left, giving each earlier
 supervisor its TERM grace (workers/host/launcher.py TERM_GRACE) to end its own tree."""
 
-LAUNCHER_SOURCE = (Path(__file__).parent / "host" / "launcher.py").read_bytes()
+LAUNCHER_SOURCE = launcher.source()
 """Sent on stdin with every launcher request: the host never runs a launcher file the agent could rewrite."""
 
 

@@ -27,7 +27,7 @@ class Lease(ABC):
     slot: str | None = None
     """Which slot this is, when the backend knows, named so that no other backend's slot has the name (file
     locks: the lock file; Redis leases on a one-slot host, where the slot is the host: the key and ``#0``). A
-    new attempt on a slot ends what that slot's earlier holder left running on the host (workers/host/launcher.py
+    new attempt on a slot ends what that slot's earlier holder left running on the host (workers/host/launcher/
     reap); with no name only leftovers nobody supervises are ended (and the launcher's heartbeat bound)."""
 
     @abstractmethod

@@ -66,7 +66,7 @@ class Transport(ABC):
     def shell(self, script: str, timeout: float = 60.0, stdin: bytes | None = None) -> ShellResult:
         """Run a short POSIX ``sh`` script on the host and wait for it. ``stdin``, when given, is the script's
         standard input, then end of file: how the launcher's source and its per-delivery key reach the host
-        without a file, an argv or an environment variable (workers/host/launcher.py)."""
+        without a file, an argv or an environment variable (workers/host/launcher/)."""
 
     @abstractmethod
     def put(self, path: str, data: bytes) -> None:

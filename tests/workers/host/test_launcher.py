@@ -21,11 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
 from workers.host import launcher
 
-LAUNCHER = REPO / "workers" / "launcher.py"
-SOURCE = LAUNCHER.read_text(encoding="utf-8")
+SOURCE = launcher.source().decode("utf-8")
 
 
 @dataclass
@@ -558,7 +556,9 @@ def test_unknown_verb_and_bad_usage(tmp_path: Path) -> None:
     d = delivery(tmp_path)
     proc = d.call("fly")
     assert proc.returncode == 2 and b"unknown verb" in proc.stderr
-    proc = subprocess.run([sys.executable, str(LAUNCHER), "x"], capture_output=True, timeout=10)
+    script = tmp_path / "launch.py"
+    script.write_bytes(launcher.source())
+    proc = subprocess.run([sys.executable, str(script), "x"], capture_output=True, timeout=10)
     assert proc.returncode == 2 and b"usage" in proc.stderr
 
 
@@ -614,7 +614,7 @@ def test_pack_writes_its_bundle_with_the_manifest_into_the_delivery_folder(tmp_p
 
 
 def test_launcher_needs_only_the_standard_library() -> None:
-    source = LAUNCHER.read_text(encoding="utf-8")
+    source = SOURCE
     assert "import harness" not in source and "from harness" not in source and "from workers" not in source
 
 

@@ -14,10 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import REPO
 from workers.host import launcher
 
-LAUNCHER = REPO / "workers" / "launcher.py"
 TOKEN = "0123456789abcdef01234567"
 
 
@@ -35,7 +33,7 @@ def pack(base: Path, *outputs: str) -> subprocess.CompletedProcess[bytes]:
     """The launcher's pack as the worker calls it: the source and the request on stdin."""
     body = {"verb": "pack", "fleet": str(fleet_of(base)), "token": TOKEN, "root": str(base), "outputs": list(outputs)}
     return subprocess.run([sys.executable, "-c", launcher.BOOT, "pack", TOKEN], capture_output=True, timeout=60,
-                          input=launcher.boot_stdin(LAUNCHER.read_bytes(), body), cwd="/")
+                          input=launcher.boot_stdin(launcher.source(), body), cwd="/")
 
 
 def attempt(tmp_path: Path) -> tuple[Path, Path]:

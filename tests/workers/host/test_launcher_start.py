@@ -522,7 +522,7 @@ def test_the_agent_is_looked_up_on_its_path_as_execvpe_looks(tmp_path: Path) -> 
 def test_a_tree_deeper_than_the_open_files_allowed_is_removed(tmp_path: Path) -> None:
     script = f"""
 import os, resource, sys
-sys.path.insert(0, {str(Path(launcher.__file__).parents[2])!r})
+sys.path.insert(0, {str(Path(launcher.__file__).parents[3])!r})
 from workers.host import launcher
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 top = {str(tmp_path / 'deep')!r}
@@ -581,8 +581,8 @@ def test_a_run_removes_earlier_deliveries_before_its_start_only_on_a_nearly_full
         seen.append(earlier.exists())
         return {"prepare_error": "stop here"}
 
-    monkeypatch.setattr(launcher, "_disk_nearly_full", lambda fleet: nearly_full)
-    monkeypatch.setattr(launcher, "_prepare", prepare)
+    monkeypatch.setattr("workers.host.launcher.start._disk_nearly_full", lambda fleet: nearly_full)
+    monkeypatch.setattr("workers.host.launcher.start._prepare", prepare)
     assert launcher.serve(req) == 127
     # Their space may be what the start needs on a nearly full disk; elsewhere they go after the supervisor's fork.
     assert seen == [not nearly_full] and not earlier.exists()
