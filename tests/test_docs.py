@@ -9,7 +9,10 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import unquote
 
+import click
 import pytest
+
+from harness.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -118,3 +121,28 @@ def test_the_docs_have_a_map() -> None:
     linked = {(ROOT / "docs" / unquote(t.partition("#")[0])).resolve() for _, t in links(ROOT / "docs" / "README.md")}
     missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "README.md" and p.resolve() not in linked]
     assert not missing, f"docs/README.md does not link {missing}"
+
+
+def _verbs() -> list[str]:
+    """Every command of `fleet`, subcommands as `hosts check`."""
+    out: list[str] = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, [*path, name])
+        else:
+            out.append(" ".join(path))
+
+    walk(cli, [])
+    return sorted(out)
+
+
+def test_the_readme_and_the_reference_name_every_verb() -> None:
+    """The README's table has a row, docs/commands.md a section, for each command `fleet --help` lists."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    reference = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    verbs = _verbs()
+    assert len(verbs) > 20
+    assert [v for v in verbs if f"| `fleet {v}` |" not in readme] == []
+    assert [v for v in verbs if f"### `fleet {v}`" not in reference] == []
