@@ -30,7 +30,6 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from harness.core.budget import AttemptBudget
@@ -39,6 +38,7 @@ from harness.core.errors import (AgentMissing, AgentNotStarted, HostLost, HostUn
 from harness.core.records import AttemptResult, utc_now
 from harness.core.sweep import AttemptRequest
 from workers.adapters.base import AgentAdapter, AttemptPaths
+from workers.host import launcher
 from workers.delivery import (ENDED_BY, MAX_FORGED, POLL_TICK_S, Delivered, Delivery, Forged, answer_lines, artifacts_of,
                               is_pid, parse_json, poll_script)
 from workers.transport.base import Transport
@@ -50,7 +50,7 @@ PACK_TIMEOUT_S = AttemptBudget.pack_s
 """How long packing the attempt folder on the host may take (a large workspace, a slow disk): the budget's pack_s."""
 REAP_ALLOWANCE_S = AttemptBudget.reap_s  # the budget's reap_s
 """Added to the start's bound: the launcher's start first ends what earlier deliveries left, giving each earlier
-supervisor its TERM grace (workers/host/launcher.py TERM_GRACE) to end its own tree."""
+supervisor its TERM grace (workers/host/launcher/ TERM_GRACE) to end its own tree."""
 
 LAUNCHER_SOURCE = launcher.source()
 """Sent on stdin with every launcher request: the host never runs a launcher file the agent could rewrite."""
@@ -145,7 +145,7 @@ class Pack:
     answered: bool = False
     """The supervisor's signed packed.json came: its pack is over, and its running entry removed."""
     bundle: dict | None = None
-    """The delivery's bundle (workers/host/launcher.py): its size and sha256 as the supervisor signed them in
+    """The delivery's bundle (workers/host/launcher/): its size and sha256 as the supervisor signed them in
     packed.json, or as the pack verb said; None when the pack wrote none (a full disk: the files are read one by
     one)."""
 

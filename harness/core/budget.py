@@ -40,7 +40,7 @@ class AttemptBudget:
     """The agent must have started by then (FLEET_START_TIMEOUT), else the attempt is agent_not_started."""
     reap_s: float = 60.0
     """Added to the start's bound: the launcher's start first ends what earlier deliveries left, giving each earlier
-    supervisor its TERM grace (workers/host/launcher.py TERM_GRACE) to end its own tree."""
+    supervisor its TERM grace (workers/host/launcher/ TERM_GRACE) to end its own tree."""
     launcher_grace_s: float = 120.0
     """The launcher kills the agent itself this long after the timeout, if no worker did (a worker gone, a link cut)."""
     kill_s: float = 60.0

@@ -98,7 +98,7 @@ def packed_into_bundle(t: MemoryTransport, workspace: dict[str, bytes] | None = 
 def healthy_host(req: AttemptRequest, exit_code: int | None = 0, leaves: dict[str, bytes] | None = None) -> MemoryTransport:
     """A host on which every step works; the agent exits with ``exit_code`` (None: it never exits) and leaves
     ``leaves`` (paths relative to the attempt root) behind. The launcher signs its records with the key the
-    lifecycle sent it, as workers/host/launcher.py does."""
+    lifecycle sent it, as workers/host/launcher/ does."""
     root = root_of(req)
 
     def launch(script: str, t: MemoryTransport) -> str:
@@ -327,7 +327,7 @@ def test_the_start_reaps_makes_the_folder_afresh_and_names_this_delivery() -> No
     t = healthy_host(req)
     result = run_attempt(t, req, adapter_for("echo", req.agent), timing=FAST, slot="redis:k#0")
     assert result.status == "finished", result.error
-    # One launcher call reaps, makes the folder afresh and starts (workers/host/launcher.py run: the reap comes first).
+    # One launcher call reaps, makes the folder afresh and starts (workers/host/launcher/ run: the reap comes first).
     (start,) = t.ran(r"' run [0-9a-f]+$")
     assert not t.ran(r"' reap [0-9a-f]+$") and not t.ran(r"rm -rf .*/attempt-1")
     stdin = t.stdins[t.scripts.index(start)] or b""
@@ -643,7 +643,7 @@ def test_the_supervisors_pack_is_bounded_a_little_past_the_workers_wait_for_it()
 
 
 def test_a_folder_a_later_delivery_took_before_the_pack_is_supervision_lost_and_no_check_runs_in_it() -> None:
-    """The pack verb refuses an attempt folder a later delivery of the attempt has made afresh (workers/host/launcher.py
+    """The pack verb refuses an attempt folder a later delivery of the attempt has made afresh (workers/host/launcher/
     _taken): the run was not observed to its end as this delivery's, so nothing of the folder is this delivery's
     result and no check runs in it (the checks ran before the worker's own pack, in the later delivery's folder)."""
     check = CheckSpec(name="site", kind="web", spec={"name": "site", "page": "index.html"})
@@ -719,7 +719,7 @@ def sent_tag(stdin: bytes | None) -> str:
 
 def test_the_code_a_host_compiled_is_sent_back_to_it_and_dropped_when_it_does_not_load() -> None:
     """A host whose interpreter is not the worker's compiles the launcher's source and gives its code back once
-    (workers/host/launcher.py run): the next calls send that code, so the host compiles nothing. Code that does not load
+    (workers/host/launcher/ run): the next calls send that code, so the host compiles nothing. Code that does not load
     there (the interpreter behind the host's python changed) leaves no answer line: the source again, at once."""
     req = request()
     t = healthy_host(req)

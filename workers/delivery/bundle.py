@@ -1,6 +1,6 @@
 """Taking a delivery's files back from its host: one read of its bundle, checked before anything of it is believed.
 
-The launcher packs what the agent left into one bundle (workers/host/launcher.py): the delivery's own files (the
+The launcher packs what the agent left into one bundle (workers/host/launcher/): the delivery's own files (the
 streams, streams.json, the workspace's manifest, outputs.json, launcher.log) and frames of the workspace's and the
 outputs' files. The worker reads it once and takes it only if its size and sha256 are what the supervisor signed in
 packed.json (or the pack verb said); each stream is checked against the signed exit record; a member name that would

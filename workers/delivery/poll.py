@@ -23,7 +23,7 @@ def poll_script(delivery: str, beat: str, window_s: float, launcher_pid: int, ta
     """One poll on the host: write the heartbeat, then wait for exit.json while the launcher lives, for up to
     ``window_s``; print exit.json, STOPPED, GONE or nothing. ``delivery`` and ``beat`` come quoted.
 
-    The wait blocks on the delivery's wake FIFO (workers/host/launcher.py WAKE): the supervisor writes a line into it once
+    The wait blocks on the delivery's wake FIFO (workers/host/launcher/ WAKE): the supervisor writes a line into it once
     exit.json (then packed.json) is there, so the end is seen at once, and nothing on the host wakes at intervals to
     look. A timer in the background signals the poll (USR1) at the window's end, which ends its read; any line only
     makes the poll look again, and after ``WAKE_LINES`` of them it stops reading (the worker waits the rest of the

@@ -1,4 +1,4 @@
-"""workers/host/launcher.py as the host runs it: a real subprocess, sent its source and request on stdin as the worker
+"""workers/host/launcher/ as the host runs it: a real subprocess, sent its source and request on stdin as the worker
 sends them (``python3 -c BOOT VERB TOKEN``), in a work folder of the test's own."""
 
 from __future__ import annotations
