@@ -44,7 +44,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
 }
 
 CACHED: dict[str, tuple[str, ...]] = {
-    "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store/__init__.py", "harness/core/records.py",
+    "commands": ("bench/synthetic.py", "bench/bench_commands.py", "harness/store", "harness/core/records.py",
                  "harness/core/sweep.py", "harness/grading", "harness/core/transcript.py", "harness/core/catalog.py",
                  "tests/golden"),
 }

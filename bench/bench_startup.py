@@ -108,7 +108,7 @@ def _works(scratch: Path) -> dict[str, Callable[[int], None]]:
     """The same work as each command, in this process (the modules imported once, before the clock)."""
     from harness.importers import grade_folder, import_to_folder
     from harness.replay.command import render_text, run_replay
-    from harness.store import write_grade_files
+    from harness.grading.gradefiles import write_grade_files
     from harness.core.version import harness_commit
 
     def version(n: int) -> None:

@@ -529,7 +529,8 @@ def show(sweep_id, host, item, agent, rep, attempt, as_json, runs) -> None:
       fleet show 20261204-031500-nightly tower1 07
       fleet show 20261204-031500-nightly tower1 07 --agent openclaw --attempt 1 --json
     """
-    from harness.grading.override import GradeOverride, read_grade_history
+    from harness.grading.gradefiles import read_grade_history
+    from harness.grading.override import GradeOverride
     from harness.views.labels import STYLES, label
     from rich.markup import escape
     store = _store(runs)
@@ -823,7 +824,8 @@ def grade(sweep_id, host, item, as_json, override, reason, author, agent, rep, a
 def _override(store: "Store", sweep_id: str, host: str | None, item: str | None, agent: str | None, rep: int | None,
               attempt: int | None, grade: str, reason: str | None, author: str | None, as_json: bool) -> None:
     """``fleet grade --override``: one reviewer's grade, checked whole before anything is written."""
-    from harness.grading.override import check_override_input, override_grade
+    from harness.grading.override import check_override_input
+    from harness.store import override_grade
 
     if host is None or item is None:
         raise UsageError("--override grades one cell: give --host and --item (and --agent, --rep when needed)")
@@ -1072,7 +1074,7 @@ def import_(format_name, path, out) -> None:
 
     with loading():
         from harness.importers import grade_folder, importer
-        from harness.store import write_grade_files
+        from harness.grading.gradefiles import write_grade_files
 
         source = importer(format_name)
     out_dir = Path(out) if out else Path("imported") / Path(path).stem

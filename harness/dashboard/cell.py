@@ -32,7 +32,8 @@ from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.timeline import Clip, Timeline, build_timeline
 from harness.core.errors import FleetError, UnsafeStoredPath, UsageError
 from harness.grading.model import CHECKS_ADAPTER, Grade
-from harness.grading.override import GradeHistory, read_grade_history
+from harness.grading.gradefiles import read_grade_history
+from harness.grading.override import GradeHistory
 from harness.views.labels import label
 from harness.grading.scale import shown_grade
 from harness.core.records import MANIFEST_ADAPTER, AttemptMeta, AttemptSummary, Cell, ManifestEntry, read_meta

@@ -28,7 +28,8 @@ from starlette.routing import BaseRoute, Route
 
 from harness.dashboard.context import Dashboard, Links
 from harness.core.errors import UsageError, one_line
-from harness.grading.override import check_author, check_override_input, override_grade
+from harness.grading.override import check_author, check_override_input
+from harness.store import override_grade
 
 __all__ = ["routes", "reviewer", "cookie_value", "COOKIE", "READ_ONLY", "LOGOUT"]
 

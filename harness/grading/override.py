@@ -5,26 +5,23 @@ The automatic grade stays (``grade.json``, and its lines in ``grades.jsonl``); a
 grade history in order. The latest override is also the attempt's ``AttemptSummary.override`` in the sweep's
 state and a row of the index's ``overrides`` table; reports, compare and the dashboard count it in place of the
 automatic grade and say so (docs/grading.md, "Overrides").
+
+Here: the override's record and the checks of its input. The grade files it is a line of are
+``harness.grading.gradefiles``'s; giving one to a recorded attempt (under the sweep's writer lock, into its journal and
+index) is the store's (``harness.store.overrides.override_grade``).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, cast, get_args
+from typing import Final, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from harness.core.errors import StoreError, UsageError
+from harness.core.errors import UsageError
 from harness.grading.model import Grade, GradeName
-from harness.core.records import AttemptSummary, utc_now
-from harness.core.sweep import SweepRecord
-
-if TYPE_CHECKING:
-    from harness.store import Store
 
 __all__ = ["OVERRIDE_SCHEMA_VERSION", "REASON_MAX", "AUTHOR_MAX", "GRADE_NAMES", "GradeOverride", "GradeHistory",
-           "read_grade_history", "latest_override", "check_override_input", "check_author", "override_grade"]
+           "check_override_input", "check_author"]
 
 OVERRIDE_SCHEMA_VERSION: Final = 1
 REASON_MAX: Final = 2000
@@ -51,40 +48,6 @@ class GradeOverride(BaseModel):
 GradeHistory = list[Grade | GradeOverride]
 
 
-def read_grade_history(folder: Path) -> GradeHistory:
-    """Every grade given to the attempt in ``folder``, oldest first: automatic grades (``Grade``) and overrides
-    (``GradeOverride``), from ``grades.jsonl``. No file is no history; a bad line is a ``StoreError`` naming the
-    file and the line."""
-    path = folder / "grades.jsonl"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    history: GradeHistory = []
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-            if isinstance(obj, dict) and obj.get("kind") == "override":
-                history.append(GradeOverride.model_validate(obj))
-            else:
-                history.append(Grade.model_validate(obj))
-        except ValueError as exc:
-            # ValidationError is a ValueError; json's too.
-            why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            raise StoreError(f"{path}: line {n}: {why}") from None
-    return history
-
-
-def latest_override(folder: Path) -> GradeOverride | None:
-    """The attempt's latest override (the one its summary counts), or None."""
-    overrides = [h for h in read_grade_history(folder) if isinstance(h, GradeOverride)]
-    return overrides[-1] if overrides else None
-
-
 def check_override_input(grade: str, reason: str, author: str) -> tuple[GradeName, str, str]:
     """The grade, reason and author of an override as they will be stored (reason and author stripped), or a
     ``UsageError`` saying in one line what is wrong: a grade that is not one of the five names, a missing or
@@ -108,52 +71,3 @@ def check_author(author: str) -> str:
         # Printed in reports and terminals after "override by": one short line of text, no control characters.
         raise UsageError(f"the author's name must be one line of printable text of at most {AUTHOR_MAX} characters")
     return author
-
-
-def override_grade(store: "Store", sweep_id: str, cell_id: str, attempt: int | None, grade: str, reason: str,
-                   author: str) -> GradeOverride:
-    """Give a reviewer's grade to a recorded attempt of ``cell_id`` (``attempt`` None: its last recorded one).
-
-    Everything is checked before anything is written, and any refusal is one ``UsageError`` line: the input
-    (``check_override_input``), the sweep and cell exist, the attempt is recorded (not in flight, meta.json
-    present), and no coordinator is writing the sweep (its writer lock). Then, holding that lock, the override
-    is one more line of the attempt's ``grades.jsonl``, the summary's ``override``, and the index's rows
-    (``SweepWriter.record_override``). The automatic grade (``grade.json``) is left as it is."""
-    from harness.grading.scale import shown_grade
-
-    grade_name, reason, author = check_override_input(grade, reason, author)
-    sweep = store.load_sweep(sweep_id)  # before the writer: that would make a folder for a sweep that is not there
-    _recorded(store, sweep, cell_id, attempt)
-    if store.is_being_written(sweep_id):
-        raise UsageError(f"sweep {sweep_id} is being written by a coordinator (fleet sweep, rerun or resume); "
-                         "override its grades when it has ended")
-    with store.writer(sweep_id) as w:
-        # Read again under the lock: a coordinator may have written the sweep since.
-        sweep = store.load_sweep(sweep_id)
-        summary = _recorded(store, sweep, cell_id, attempt)
-        override = GradeOverride(grade=grade_name, automatic=shown_grade(summary.model_copy(update={"override": ""})),
-                                 reason=reason, author=author, at=utc_now())
-        w.record_override(sweep, cell_id, summary.attempt, override)
-    return override
-
-
-def _recorded(store: "Store", sweep: SweepRecord, cell_id: str, attempt: int | None) -> AttemptSummary:
-    """The summary of the recorded attempt an override is for; else the ``UsageError`` saying why not."""
-    if cell_id not in {c.id for c in sweep.cells}:
-        raise UsageError(f"sweep {sweep.id} has no cell {cell_id!r}")
-    runs = sweep.attempts.get(cell_id) or []
-    if attempt is None:
-        recorded = [a for a in runs if a.status != "dispatched"]
-        if not recorded:
-            raise UsageError(f"{cell_id}: no recorded attempt to override yet")
-        summary = recorded[-1]
-    else:
-        found = next((a for a in runs if a.attempt == attempt), None)
-        if found is None:
-            raise UsageError(f"{cell_id}: no attempt {attempt}")
-        summary = found
-        if summary.status == "dispatched":
-            raise UsageError(f"{cell_id}: attempt {attempt} is not recorded yet (it is still running)")
-    if not (store.attempt_dir(sweep.id, cell_id, summary.attempt) / "meta.json").is_file():
-        raise UsageError(f"{cell_id}: attempt {summary.attempt} has no meta.json: it is not recorded")
-    return summary

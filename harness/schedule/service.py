@@ -32,7 +32,7 @@ from harness.core.errors import FleetError, one_line
 from harness.schedule.config import Schedule
 from harness.schedule.summary import HarnessFailure, Regression, SweepSummary, summarize
 from harness.core.settings import Settings, redact
-from harness.store import Store, atomic_write
+from harness.store import Store, write_file
 
 __all__ = ["STATE_SCHEMA_VERSION", "ScheduleState", "Service", "state_dir"]
 
@@ -90,7 +90,7 @@ class Service:
             return None
 
     def save_state(self, state: ScheduleState) -> None:
-        atomic_write(self._path(state.schedule.name), state.model_dump_json(indent=2).encode())
+        write_file(self._path(state.schedule.name), state.model_dump_json(indent=2).encode())
 
     # -- locks: one sweep per schedule, across services ----------------------------------------------------
     @contextlib.contextmanager

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from harness.core.errors import FleetError, StoreError, UsageError
-from harness.store import Store
+from harness.store.store import Store
 
 __all__ = ["PruneResult", "parse_age", "prune", "TRASH", "INDEX_TABLES"]
 

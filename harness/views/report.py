@@ -23,11 +23,12 @@ from harness.core.errors import one_line
 from harness.core.failures import classify
 from harness.grading.model import Grade, StopRecord
 from harness.grading.scale import AGENT_FAILURES, PassRate, pass_rate
-from harness.grading.override import GradeOverride, latest_override
+from harness.grading.gradefiles import latest_override
+from harness.grading.override import GradeOverride
 from harness.core.recordfile import read_optional
 from harness.core.records import AttemptMeta, AttemptStatus, read_meta
 from harness.core.sweep import SweepRecord
-from harness.store import Store, atomic_write
+from harness.store import Store, write_file
 
 __all__ = ["write_report", "cell_results", "CellRow", "CheckLine", "shown_as",
            "HostModel", "GroupRate", "Results", "results_of", "host_models", "group_rates"]
@@ -371,6 +372,6 @@ def write_report(store: Store, sweep: SweepRecord) -> list[Path]:
         "results.json": json.dumps(results.model_dump(mode="json"), indent=2).encode(),
     }
     for name, data in files.items():
-        atomic_write(folder / name, data)
+        write_file(folder / name, data)
     return [folder / n for n in files]
 

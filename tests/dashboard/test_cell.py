@@ -23,7 +23,7 @@ from harness.dashboard.app import make_app
 from harness.dashboard.cell import cell_page
 from harness.dashboard.context import Links
 from harness.grading.model import Grade, StopRecord
-from harness.grading.override import override_grade
+from harness.store import override_grade
 from harness.core.records import Artifact
 from harness.core.sweep import SweepRecord
 from harness.store import Store

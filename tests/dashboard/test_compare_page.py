@@ -236,7 +236,7 @@ def test_a_replays_folder_that_is_a_link_out_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_reviewers_override_counts_and_the_page_says_so(tmp_path: Path) -> None:
-    from harness.grading.override import override_grade
+    from harness.store import override_grade
 
     runs = _runs(tmp_path)
     # host1/05-item r2 was NOTHING in both: overridden to DELIVERED in the candidate, the group becomes flaky.

@@ -13,7 +13,8 @@ from starlette.testclient import TestClient
 from harness.dashboard.app import make_app
 from harness.dashboard.context import TEMPLATES, Dashboard, Links
 from harness.dashboard.grading import COOKIE, READ_ONLY, cookie_value
-from harness.grading.override import GradeOverride, read_grade_history
+from harness.grading.gradefiles import read_grade_history
+from harness.grading.override import GradeOverride
 from harness.store import Store
 from tests.harness.grading.test_override import CELL, SWEEP, build_runs, lock_held_elsewhere, tree_digest
 

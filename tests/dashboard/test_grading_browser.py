@@ -25,7 +25,8 @@ from starlette.routing import Route
 from workers.host.webcheck import CHROMIUM_ARGS, find_chromium
 from harness.dashboard.app import make_app
 from harness.dashboard.context import Links
-from harness.grading.override import GradeOverride, read_grade_history
+from harness.grading.gradefiles import read_grade_history
+from harness.grading.override import GradeOverride
 from harness.store import Store
 from tests.harness.grading.test_override import CELL, SWEEP, build_runs, tree_digest
 

@@ -273,7 +273,7 @@ def test_the_previous_sweeps_states_from_the_index_are_the_ones_its_files_give(t
     # compare decides it from the files.
     from harness.views.comparison import _states
     from harness.dashboard.matrix import _indexed_states
-    from harness.grading.override import override_grade
+    from harness.store import override_grade
 
     store = Store(tmp_path / "runs")
     prev = write_sweep(store, sweep_of("20261201-010000-n", label="n", hosts=2, items=3, reps=2),

@@ -19,7 +19,8 @@ from harness.core.inventory import load_inventory
 from harness.coordinator.plan import plan_sweep
 from harness.core.records import Artifact, AttemptResult, AttemptSummary, sha256_hex
 from harness.core.sweep import SweepRecord
-from harness.store import Store, atomic_write
+from harness.core.files import atomic_write
+from harness.store import Store
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINp+KAVIeeJtmTE2mHUtyrWs6pTWHU1PACBUX+WdKpp4"
 INVENTORY = f"""\

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-import harness.store as store_module
+import harness.core.files as store_module
 from harness.coordinator.dispatch import grade_attempt
 from harness.core.errors import StoreError, UnsafeStoredPath
 from harness.core.records import Artifact
 from harness.core.sweep import SweepRecord
 from harness.coordinator.regrade import regrade
+from harness.grading.gradefiles import write_grade_files_batch
 from harness.store import Store, SweepWriter
 from tests.support import finished_result, replace_failing_at, synthetic_sweep
 
@@ -205,7 +206,7 @@ def test_a_rename_the_disk_refuses_leaves_no_temporary_file_and_says_which_grade
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(StoreError, match=f"cannot write {folders[2] / 'grade.json'}: No space left") as caught:
-        store_module.write_grade_files_batch([(f, Grade(grade="DELIVERED", outcome="none")) for f in folders])
+        write_grade_files_batch([(f, Grade(grade="DELIVERED", outcome="none")) for f in folders])
     assert is_disk_full(caught.value)  # a full disk is still recognised as one (the sweep's one line)
     assert [(f / "grade.json").read_text() != "old" for f in folders] == [True, True, False, False, False]
     assert not list(tmp_path.rglob(".fleet-*.tmp"))

@@ -18,7 +18,9 @@ import pytest
 from harness.views.comparison import compare_sweeps
 from harness.core.errors import GradeGate, UsageError
 from harness.grading import Grade
-from harness.grading.override import GradeOverride, override_grade, read_grade_history
+from harness.grading.gradefiles import read_grade_history
+from harness.grading.override import GradeOverride
+from harness.store import override_grade
 from harness.grading.scale import shown_grade
 from harness.core.records import AttemptSummary
 from harness.core.sweep import SweepRecord

@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-import harness.store as store_module
+import harness.core.files as store_module
 from harness.core.errors import StoreError
 from harness.core.records import Artifact, AttemptSummary
 from harness.store import Store
@@ -288,7 +288,7 @@ def test_a_grade_that_cannot_be_made_leaves_the_attempt_recorded_ungraded(tmp_pa
 def test_a_grade_reaches_the_disk_in_one_flush_before_grade_json_has_its_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.grading import Grade
-    from harness.store import write_grade_files
+    from harness.grading.gradefiles import write_grade_files
 
     if store_module._syncfs() is None:
         pytest.skip("no syncfs here: each file is fsynced as it is written")
@@ -328,7 +328,7 @@ def test_an_attempt_whose_index_write_fails_keeps_no_line_of_its_grade(
 
 def test_a_grade_whose_flush_fails_leaves_no_line_and_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.grading import Grade
-    from harness.store import write_grade_files
+    from harness.grading.gradefiles import write_grade_files
 
     if store_module._syncfs() is None:
         pytest.skip("no syncfs here: each file is fsynced as it is written")

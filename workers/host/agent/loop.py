@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import sys
 import time
@@ -39,6 +38,7 @@ from typing import Any, Literal
 
 from harness import __version__
 from harness.core.agents import EXIT_INFRASTRUCTURE
+from harness.core.files import atomic_write
 from harness.guard import RunProgressBudget, Stop
 from harness.guard.output_limit import is_cut, runnable_tool_calls
 from harness.guard.policy import DEFAULT_GUARD
@@ -145,15 +145,6 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, None
-
-
-def _write_atomic(path: Path, data: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
 
 
 class _Run:
@@ -422,8 +413,8 @@ class _Run:
         """Deliver: the receipt event, ``answer.txt`` and ``receipt.json``, then ``run_end``."""
         self.writer.append(ReceiptEvent(receipt=end.receipt))
         out = self.settings.out_dir
-        _write_atomic(out / ANSWER_FILE, end.receipt.text)
-        _write_atomic(out / RECEIPT_FILE, end.receipt.model_dump_json(indent=2) + "\n")
+        atomic_write(out / ANSWER_FILE, end.receipt.text.encode("utf-8"))
+        atomic_write(out / RECEIPT_FILE, (end.receipt.model_dump_json(indent=2) + "\n").encode("utf-8"))
         self.writer.append(RunEnd(
             outcome=end.outcome, reason=end.reason, message=end.message, exit_code=end.exit_code,
             rounds=self.rounds, tool_calls=self.tool_calls, duration_s=round(time.monotonic() - started, 3),
