@@ -16,7 +16,7 @@ live in ``WORKDIR/.fleet/deliveries/TOKEN/``, outside the attempt folder; its st
 signed with the key, which travels only on the launcher's stdin, and are refused when the signature or the
 token is wrong, so a record the agent forged is never taken for the real one. How a stage talks to the launcher
 (its calls, the poll's shell, its records, the bundle and the artifacts made of it) is ``workers.delivery``; every
-stage's bound is read from the attempt's budget (``harness.core.budget``, docs/budget.md).
+stage's bound is read from the attempt's budget (``harness.core.timebudget``, docs/budget.md).
 
 Infrastructure problems become a ``harness_failure`` result with a reason code; the model's own
 failures (non-zero exit, timeout after the agent started) are ``finished`` / ``timeout`` and are never
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.errors import (AgentMissing, AgentNotStarted, HostLost, HostUnreachable, InfrastructureError,
                                  SupervisionLost)
 from harness.core.records import AttemptResult, utc_now
@@ -58,7 +58,7 @@ LAUNCHER_SOURCE = launcher.source()
 
 @dataclass(frozen=True)
 class Timing:
-    """How the lifecycle waits. Defaults suit a real fleet (they are the budget's, harness/core/budget.py); tests
+    """How the lifecycle waits. Defaults suit a real fleet (they are the budget's, harness/core/timebudget.py); tests
     may shorten them."""
 
     start_timeout_s: float = AttemptBudget.start_s

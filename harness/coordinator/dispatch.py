@@ -37,7 +37,7 @@ from celery.result import AsyncResult
 
 from pathlib import Path
 
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.catalog import render
 from harness.core.checks.spec import load_checks
 from harness.core.diskfull import is_disk_full
@@ -305,7 +305,7 @@ class Dispatcher:
                 TASK_RUN_ATTEMPT,
                 args=args,
                 task_id=task_id,
-                # The lifecycle enforces the item's timeout itself; these limits (harness/core/budget.py) catch a
+                # The lifecycle enforces the item's timeout itself; these limits (harness/core/timebudget.py) catch a
                 # stuck worker.
                 soft_time_limit=soft,
                 time_limit=hard,

@@ -14,7 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from harness.core.budget import AttemptBudget, longest_limit, unacknowledged_s
+from harness.core.timebudget import AttemptBudget, longest_limit, unacknowledged_s
 from harness.core.catalog import Catalog
 from harness.coordinator.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
 from harness.core.diskfull import is_disk_full
@@ -402,5 +402,5 @@ def ahead_for(sweep: SweepRecord, hosts: set[str], visibility_timeout_s: int) ->
 
 def longest_time_limit(sweep: SweepRecord, hosts: set[str]) -> int:
     """The longest hard time limit of an attempt of the sweep on ``hosts`` (0 when none of its cells is there): what
-    the visibility timeout must cover, and what an attempt sent ahead may wait (harness/core/budget.py)."""
+    the visibility timeout must cover, and what an attempt sent ahead may wait (harness/core/timebudget.py)."""
     return longest_limit(AttemptBudget.for_item(sweep.items[c.item]) for c in sweep.cells if c.host in hosts)

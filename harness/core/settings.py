@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.errors import UsageError
 
 __all__ = ["CONTRACT_VARIABLES", "Origin", "ReadBy", "Settings", "SettingSpec", "is_redis_url", "redact", "setting_specs"]

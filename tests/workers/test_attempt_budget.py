@@ -1,4 +1,4 @@
-"""The lifecycle's bounds are its budget's (harness/core/budget.py): the launcher's start, the agent's deadline, the
+"""The lifecycle's bounds are its budget's (harness/core/timebudget.py): the launcher's start, the agent's deadline, the
 supervisor's pack, the kill, a check's command, each poll, all read from the one AttemptBudget its Timing makes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.checks.spec import CheckSpec
 from harness.core.settings import Settings
 from workers.adapters import adapter_for

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from workers.checks.pytest_files import CHECK_KIND, JUNIT_NAME, build_check_command, parse_junit, staged_files, timed_out_exit
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.checks.result import CheckResult
 from harness.core.checks.spec import CheckSpec
 

@@ -13,10 +13,10 @@ None of them imports the lifecycle: it hands each what it needs (the launcher's 
 """
 
 from workers.delivery.artifacts import artifacts_of
-from workers.delivery.bundle import BUNDLE_LIMIT, Delivered, safe_member
+from workers.delivery.delivered import BUNDLE_LIMIT, Delivered, safe_member
 from workers.delivery.client import Delivery
 from workers.delivery.poll import POLL_TICK_S, WAKE_LINES, poll_script
-from workers.delivery.records import ENDED_BY, MAX_FORGED, Forged, answer_lines, is_pid, parse_json
+from workers.delivery.hostrecords import ENDED_BY, MAX_FORGED, Forged, answer_lines, is_pid, parse_json
 
 __all__ = ["BUNDLE_LIMIT", "Delivered", "Delivery", "ENDED_BY", "Forged", "MAX_FORGED", "POLL_TICK_S", "WAKE_LINES",
            "answer_lines", "artifacts_of", "is_pid", "parse_json", "poll_script", "safe_member"]

@@ -13,7 +13,7 @@ import json
 from harness.core.errors import TranscriptImportError
 from harness.core.records import Artifact
 from workers.adapters.base import AgentAdapter
-from workers.delivery.bundle import Delivered
+from workers.delivery.delivered import Delivered
 
 __all__ = ["artifacts_of"]
 

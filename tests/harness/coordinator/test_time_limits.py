@@ -1,4 +1,4 @@
-"""The coordinator's time limits are the attempt budget's (harness/core/budget.py): the Celery limits it sends, the
+"""The coordinator's time limits are the attempt budget's (harness/core/timebudget.py): the Celery limits it sends, the
 wait it counts for the attempt in front, the Redis visibility timeout it checks and whether it sends one ahead."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.core.budget import AttemptBudget
+from harness.core.timebudget import AttemptBudget
 from harness.core.catalog import Item
 from harness.core.errors import UsageError
 from harness.coordinator.dispatch import Dispatcher

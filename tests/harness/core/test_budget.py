@@ -1,4 +1,4 @@
-"""The attempt's time budget (harness/core/budget.py): every limit derived from its parts covers them, the numbers a
+"""The attempt's time budget (harness/core/timebudget.py): every limit derived from its parts covers them, the numbers a
 fleet had before the budget are kept, and no fixed slack is written beside a time limit anywhere else."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.core.budget import AttemptBudget, longest_limit, unacknowledged_s
+from harness.core.timebudget import AttemptBudget, longest_limit, unacknowledged_s
 from harness.core.catalog import Item
 from harness.core.settings import Settings
 from tests.support import REPO
@@ -95,7 +95,7 @@ def test_the_longest_limit_and_how_long_a_task_sent_ahead_stays_unacknowledged()
 ATTEMPT_TIME = ["harness/coordinator/dispatch.py", "harness/coordinator/verbs.py", "workers/attempt.py",
                 "workers/tasks.py", "workers/delivery/*.py", "workers/checks/*.py"]
 """Where an attempt's time limits are used: the coordinator's sends and checks, the lifecycle and its delivery, the
-task, the check runners. Only harness/core/budget.py adds their parts up."""
+task, the check runners. Only harness/core/timebudget.py adds their parts up."""
 
 _TIMEISH = re.compile(r"timeout|time_limit|grace|slack|allowance", re.I)
 

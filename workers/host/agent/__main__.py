@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from types import FrameType
 
-from workers.host.agent.client import ChatClient, RetryPolicy
+from workers.host.agent.chat import ChatClient, RetryPolicy
 from workers.host.agent.loop import Interrupted, RunSettings, run_agent
 from workers.host.agent.tools import Toolbox, Workspace
 

@@ -62,7 +62,7 @@ from harness.core.transcript import (
     Usage,
 )
 from harness.core.version import harness_commit
-from workers.host.agent.client import ChatClient, ContextOverflow, EndpointError, Reply, ReplyToolCall
+from workers.host.agent.chat import ChatClient, ContextOverflow, EndpointError, Reply, ReplyToolCall
 from workers.host.agent.contract import system_prompt
 from workers.host.agent.tools import TOOL_NAMES, TOOL_SPECS, Toolbox, ToolOutcome
 

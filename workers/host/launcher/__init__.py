@@ -54,7 +54,7 @@ back) stays that text's. The worker also imports the package itself, for the rec
 ``boot``                ``BOOT`` and what the worker sends on its stdin (``boot_stdin``)
 ``wire``                JSON without ``json``; records written whole; answer lines
 ``signing``             HMAC-SHA256 records and heartbeats
-``files``               ``command -v``, ``rm -rf`` and file hashes without ``shutil`` or ``hashlib``
+``fileops``             ``command -v``, ``rm -rf`` and file hashes without ``shutil`` or ``hashlib``
 ``delivery``            a delivery's folder, running entry, reserve and wake FIFO
 ``tree``                the agent tree, how it ends, whether a supervisor lives
 ``spawn``               the agent's environment and start; the subreaper
@@ -63,7 +63,7 @@ back) stays that text's. The worker also imports the package itself, for the rec
 ``reaping``             the ``kill`` and ``reap`` verbs; forgetting delivery folders
 ``supervisor``          the supervisor, from the agent's start to its signed end and pack
 ``start``               the ``run`` verb up to the supervisor's fork (start lock, prepare)
-``verbs``               ``serve`` (what BOOT calls) and ``main``
+``serve``               ``serve`` (what BOOT calls) and ``main``
 ======================  ==========================================================================================
 """
 
@@ -73,7 +73,7 @@ import os
 from .boot import BOOT, boot_request, boot_stdin
 from .bundle import BUNDLE, BUNDLE_MAGIC, FILE, HASH_INLINE, MAX_LOG, OUTPUT, WORKSPACE, read_bundle
 from .delivery import RESERVE, RESERVE_BYTES, WAKE, delivery_dir
-from .files import _rmtree, _which
+from .fileops import _rmtree, _which
 from .lean import _Os
 from .packer import (MAX_DEPTH, MAX_FILE, MAX_STREAM, MAX_TOTAL, OUTPUT_CAPS, SKIP_DIRS, WORKSPACE_CAPS, pack)
 from .reaping import STALE_DELIVERY_S, kill, reap
@@ -81,7 +81,7 @@ from .signing import heartbeat_line, hmac_sha256, sign, verify
 from .spawn import AGENT_ENV_NAMES, AGENT_ENV_PREFIXES, StartError, _fork_exec, _posix_spawn, _spawn, agent_env
 from .start import NEARLY_FULL_BYTES, START_LOCK_S, _disk_nearly_full, run
 from .tree import LINUX, MARKER_VAR, TERM_GRACE, end_tree, launcher_alive, stopped
-from .verbs import VERBS, main, serve
+from .serve import VERBS, main, serve
 from .wire import dumps, loads
 
 # The private names above (_Os, _rmtree, _which, _spawn, _posix_spawn, _fork_exec, _disk_nearly_full) are for the
@@ -98,8 +98,8 @@ __all__ = [
     "STALE_DELIVERY_S", "kill", "reap", "START_LOCK_S", "NEARLY_FULL_BYTES", "run", "VERBS", "serve", "main",
 ]
 
-MODULES = ("lean", "boot", "wire", "signing", "files", "delivery", "tree", "spawn", "bundle", "packer", "reaping",
-           "supervisor", "start", "verbs")
+MODULES = ("lean", "boot", "wire", "signing", "fileops", "delivery", "tree", "spawn", "bundle", "packer", "reaping",
+           "supervisor", "start", "serve")
 """The modules of the script, in its order: each imports only modules before it (tests/workers/host/
 test_launcher_source.py checks that, and that every module of the package is here)."""
 

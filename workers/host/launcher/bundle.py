@@ -5,7 +5,7 @@ worker, whole or not at all.
 
 import errno
 
-from .files import _hasher, _sha256_file, _text
+from .fileops import _hasher, _sha256_file, _text
 from .lean import _sha256, os
 
 

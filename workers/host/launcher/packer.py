@@ -9,7 +9,7 @@ import sys
 
 from .bundle import BUNDLE, FILE, MAX_LOG, OUTPUT, WORKSPACE, _Bundle
 from .delivery import RESERVE, delivery_dir
-from .files import _DIR_FLAGS, _hasher, _sha256_file, _text
+from .fileops import _DIR_FLAGS, _hasher, _sha256_file, _text
 from .lean import os, stat
 from .tree import launcher_alive
 from .wire import _load_json, _say, _write_json, dumps

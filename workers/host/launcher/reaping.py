@@ -6,7 +6,7 @@ before a new attempt the deliveries it replaces or that nobody supervises (docs/
 import time
 
 from .delivery import _entry_path, _makedirs_private, delivery_dir
-from .files import _rmtree
+from .fileops import _rmtree
 from .lean import os, signal
 from .tree import LINUX, TERM_GRACE, _children_of, end_tree, launcher_alive, stopped
 from .wire import _load_json, _say, _write_json

@@ -8,7 +8,7 @@ import sys
 import time
 
 from .delivery import WAKE, _makedirs_private, _reserve, delivery_dir
-from .files import _rmtree, _which
+from .fileops import _rmtree, _which
 from .lean import _sha256, os
 from .reaping import _forget, _reap
 from .spawn import _subreaper_call

@@ -7,7 +7,7 @@ import sys
 import time
 
 from .delivery import _entry_path, _waker, _with_reserve
-from .files import _sha256_file
+from .fileops import _sha256_file
 from .lean import compare_digest, os, signal
 from .packer import pack
 from .signing import heartbeat_line, sign

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from workers.host.agent.client import ChatClient, ContextOverflow, EndpointError, RetryPolicy
+from workers.host.agent.chat import ChatClient, ContextOverflow, EndpointError, RetryPolicy
 
 Canned = tuple[int, str, bytes]
 

@@ -15,7 +15,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from harness.core.errors import ArtifactCorrupt
-from workers.delivery.records import parse_json
+from workers.delivery.hostrecords import parse_json
 from workers.host import launcher
 from workers.transport.base import Transport
 
