@@ -61,18 +61,19 @@ LAZY: Final[dict[str, str]] = {
     "harness.cli.loading": "the collector off while replay and import load what they need: entered before those "
                            "imports",
     "concurrent.futures": "a thread pool over the hosts: hosts prepare and clean only",
+    # The settings: their table of specs and URL handling, a few ms that `fleet --version` does not need.
+    "harness.core.settings": "every setting's spec, its resolution and redaction",
     # Records: pydantic models built at import, 100 ms and more for them all.
-    "harness.core.settings": "the settings model (pydantic)",
     "harness.core.inventory": "the inventory's models",
     "harness.core.catalog": "the prompts' models",
     "harness.core.transcript": "the transcript's event models",
     "harness.core.recordfile": "reading versioned record files (pydantic)",
     "harness.core.checks": "the acceptance checks' models",
     "harness.store": "the results store: its models and its SQLite index",
-    "harness.grading": "the grader, its rules and models (replay and a session's import never load the scale)",
+    "harness.grading": "the grader, its rules and models: a one-session replay loads none of it",
     # The layers above the records: each loads the records, and some a server or a queue.
-    "harness.coordinator": "planning and dispatch: Celery and kombu (workers.app); all but stopping, which main "
-                           "needs for every command",
+    "harness.coordinator": "planning, dispatch, the hosts' check and clean: Celery, kombu, paramiko; all but "
+                           "stopping, which main needs for every command",
     "harness.views": "report, comparison, sweep list, progress, --json objects: the records and rich",
     "harness.dashboard": "the web server: starlette, uvicorn, jinja2",
     "harness.schedule": "Celery beat and the coordinator service",
