@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from harness.core.timebudget import AttemptBudget, longest_limit, unacknowledged_s
 from harness.core.catalog import Catalog
@@ -20,6 +20,7 @@ from harness.coordinator.dispatch import Dispatcher, Event, Planned, RetryPolicy
 from harness.core.diskfull import is_disk_full
 from harness.core.errors import DiskFull, DispatchError, FleetError, SweepInterrupted, UsageError
 from harness.core.failures import classify
+from harness.core.gate import HELD, GateVerdict
 from harness.core.inventory import Inventory
 from harness.coordinator.noworker import WorkerWatch, consumed_queues, start_command, withdraw
 from harness.coordinator.outage import Outage
@@ -30,7 +31,7 @@ from harness.coordinator.stopping import Stopped
 from harness.store import Store, SweepWriter
 from workers.app import configure, queue_for
 
-__all__ = ["Coordinator", "ahead_for", "summary_failure", "budget_used", "host_cells", "NOT_COUNTED"]
+__all__ = ["Coordinator", "ahead_for", "summary_failure", "budget_used", "nothing_measured", "host_cells", "NOT_COUNTED"]
 
 NOT_COUNTED = frozenset({"revoked", "abandoned", "no_worker"})
 """Harness failures that do not use up a cell's retry budget: the user or the coordinator stopped them, or no
@@ -40,6 +41,17 @@ worker ever took them (nothing ran on the host)."""
 def summary_failure(a: AttemptSummary):
     """classify() for an attempt as the sweep lists it (its own status, or its grade's failure code)."""
     return classify(a.status, a.reason, a.grade, a.failure)
+
+
+def nothing_measured(sweep_id: str, lasts: Sequence[tuple[str, AttemptSummary | None]]) -> GateVerdict:
+    """The exit gate every sweep, rerun and resume has (exit 3 when tripped): over each judged cell's id and last
+    attempt, it trips when every one ended in a harness failure (``summary_failure``). A cell with no attempt is not
+    a failure, and no cell judged trips nothing."""
+    failed = tuple(cell_id for cell_id, a in lasts if a is not None and summary_failure(a) is not None)
+    if not lasts or len(failed) < len(lasts):
+        return HELD
+    return GateVerdict(True, failed, f"sweep {sweep_id}: nothing was measured: all {len(lasts)} cell(s) ended in "
+                                     "HARNESS_FAILURE")
 
 
 def budget_used(runs: list[AttemptSummary]) -> int:

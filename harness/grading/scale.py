@@ -7,21 +7,24 @@ summary) reads them here, so a pass means the same everywhere and the order is w
 - ``PASS_GRADE``: ``DELIVERED`` is the one pass;
 - ``shown_grade``: what a cell counts as (a reviewer's override, else ``HARNESS_FAILURE`` for a harness failure, else
   the automatic grade);
-- ``pass_rate``: a ``PassRate`` both ways, over every graded cell and without the harness's failures.
+- ``pass_rate``: a ``PassRate`` both ways, over every graded cell and without the harness's failures;
+- ``grade_gate``: the ``--fail-on GRADES`` exit gate, over the grade each cell counts as.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Final, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from harness.core.failures import classify
+from harness.core.gate import HELD, GateVerdict, first_hits
 from harness.core.records import AttemptSummary
 from harness.grading.model import GradeName
 
-__all__ = ["GRADE_ORDER", "PASS_GRADE", "FAILURE_GRADE", "AGENT_FAILURES", "PassRate", "pass_rate", "shown_grade"]
+__all__ = ["GRADE_ORDER", "PASS_GRADE", "FAILURE_GRADE", "AGENT_FAILURES", "PassRate", "pass_rate", "shown_grade",
+           "grade_gate"]
 
 GRADE_ORDER: Final[tuple[GradeName, ...]] = get_args(GradeName)
 """The grades, best first: tables, counts and charts list them in this order."""
@@ -88,3 +91,14 @@ def shown_grade(a: AttemptSummary | None) -> str:
     if classify(a.status, a.reason, a.grade, a.failure) is not None:
         return FAILURE_GRADE
     return a.grade
+
+
+def grade_gate(lasts: Iterable[tuple[str, AttemptSummary | None]], fail_on: Collection[str]) -> GateVerdict:
+    """``--fail-on GRADES`` (exit 4 when tripped): over each judged cell's id and last attempt, the cells whose shown
+    grade (a reviewer's override counts, as in reports and compare) is one of ``fail_on``. No grade given: it holds."""
+    if not fail_on:
+        return HELD
+    hits = tuple(f"{cell_id} {g}" for cell_id, a in lasts if (g := shown_grade(a)) in fail_on)
+    if not hits:
+        return HELD
+    return GateVerdict(True, hits, f"--fail-on {','.join(sorted(fail_on))}: {len(hits)} cell(s): {first_hits(hits)}")

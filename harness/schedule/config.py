@@ -3,14 +3,15 @@
 A schedule names when (a cron expression read in an IANA time zone), what (inventory, hosts, items or round,
 agents, repeat, label), what a late night does (``on_late``: skip or queue) and what follows each sweep (report,
 compare with the previous sweep of the label, notify). Relative paths are read from the schedules file's folder,
-so the file means the same thing whichever directory beat and the service start in.
+so the file means the same thing whichever directory beat and the service start in. ``schedules_json`` is
+``fleet schedule list --json``: the schedules read, each with its next fire time.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -19,9 +20,10 @@ from harness.coordinator.plan import new_sweep_id
 from harness.core.errors import ScheduleError, UsageError
 from harness.schedule.cron import zoned_crontab
 from harness.core.tomlfile import FieldProblem, read_toml, validate
+from harness.views.jsonout import CLI_JSON_SCHEMA_VERSION
 
 __all__ = ["SCHEDULES_SCHEMA_VERSION", "After", "Notify", "Schedule", "ScheduleFile", "load_schedules", "cron_fields",
-           "next_fire"]
+           "next_fire", "schedules_json"]
 
 SCHEDULES_SCHEMA_VERSION = 1
 
@@ -226,3 +228,11 @@ def next_fire(schedule: Schedule, now: datetime | None = None) -> datetime:
         return now + timedelta(seconds=schedule.every_s)
     c = zoned_crontab(schedule.timezone, *cron_fields(schedule.cron))
     return (now + c.remaining_delta_from(now)).astimezone(schedule.zone())
+
+
+def schedules_json(parsed: ScheduleFile, fires: list[tuple[Schedule, datetime]]) -> dict[str, Any]:
+    """``fleet schedule list --json``: ``{schema_version, file, schedules: [{name, when, next, label, inventory,
+    on_late}]}``, ``fires`` each schedule with its next fire time (``next_fire``), in the file's order."""
+    return {"schema_version": CLI_JSON_SCHEMA_VERSION, "file": parsed.path, "schedules": [
+        {"name": s.name, "when": s.when(), "next": n.isoformat(timespec="seconds"), "label": s.label,
+         "inventory": s.inventory, "on_late": s.on_late} for s, n in fires]}

@@ -11,6 +11,7 @@ Pure functions over two ``SweepRecord``s; the CLI only formats the ``Comparison`
 - Groups are ordered failed < flaky < passed: a step up is ``improved``, a step down ``regressed``; the same state
   with other grades (NOTHING -> PARTIAL) is ``changed``, counted as neither.
 - The paired test is the exact two-sided sign test (McNemar's exact test) over the groups both sweeps measured.
+- ``regression_gate`` is ``--fail-on-regressions N``'s decision (exit 4 when more than N groups regressed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Final, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.failures import classify
+from harness.core.gate import HELD, GateVerdict, first_hits
 from harness.views.labels import label
 from harness.grading.scale import shown_grade
 from harness.core.records import AttemptSummary
@@ -50,6 +52,7 @@ __all__ = [
     "sign_test",
     "compare_sweeps",
     "regressed_groups",
+    "regression_gate",
 ]
 
 COMPARE_SCHEMA_VERSION: Final = 1
@@ -331,3 +334,12 @@ def compare_sweeps(baseline: SweepRecord, candidate: SweepRecord,
                       test=sign_test(counts.regressed, counts.improved),
                       per_host=_subtotals(rows, baseline, candidate, "host"),
                       per_agent=_subtotals(rows, baseline, candidate, "agent"), rows=rows)
+
+
+def regression_gate(result: Comparison, allowed: int) -> GateVerdict:
+    """``fleet compare --fail-on-regressions N`` (exit 4 when tripped): more than ``allowed`` cell groups regressed
+    from the baseline; the hits are the regressed groups, as host/item/agent, in the comparison's order."""
+    if result.counts.regressed <= allowed:
+        return HELD
+    hits = tuple(f"{r.host}/{r.item}/{r.agent}" for r in result.rows if r.change == "regressed")
+    return GateVerdict(True, hits, f"--fail-on-regressions {allowed}: {len(hits)} regressed: {first_hits(hits)}")

@@ -9,8 +9,12 @@ harness failure is ``harness.core.failures.classify``'s decision, the same one t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.core.failures import classify
-from harness.core.records import AttemptSummary
+
+if TYPE_CHECKING:  # a type only: the --json objects built with these labels (jsonout.py) load no record model
+    from harness.core.records import AttemptSummary
 
 __all__ = ["label", "table_label", "STYLES"]
 

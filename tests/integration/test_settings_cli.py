@@ -1,4 +1,4 @@
-"""sweep, rerun and resume share one path (harness/cli/__init__.py ``_coordinate``): each logs the resolved settings once,
+"""sweep, rerun and resume share one path (harness/cli/sweep_cmd.py ``_coordinate``): each logs the resolved settings once,
 redacted, to stderr with --verbose and to --log-file, and nowhere without them; --json stays machine-readable."""
 
 from __future__ import annotations

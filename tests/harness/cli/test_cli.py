@@ -175,11 +175,11 @@ def test_sweep_rerun_and_resume_build_their_coordinator_in_one_place() -> None:
     status, instead of three copies of the same closure."""
     import inspect
 
-    import harness.cli
+    import harness.cli.sweep_cmd
 
-    source = inspect.getsource(harness.cli)
+    source = inspect.getsource(harness.cli.sweep_cmd)
     assert source.count("Coordinator(") == 1
-    for verb in (harness.cli.sweep, harness.cli.rerun, harness.cli.resume):
+    for verb in (harness.cli.sweep_cmd.sweep, harness.cli.sweep_cmd.rerun, harness.cli.sweep_cmd.resume):
         assert "_coordinate(" in inspect.getsource(verb.callback)
 
 

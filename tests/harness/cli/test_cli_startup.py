@@ -115,7 +115,7 @@ NOT_PLAIN = ["got :smile: back", "a:b:c", "tab\there", "line\nbreak", "bell\x07"
 
 
 def test_a_line_written_without_rich_is_exactly_what_rich_writes() -> None:
-    from harness.cli import _plain_line
+    from harness.cli.console import _plain_line
 
     for text in PLAIN:
         assert _plain_line((text,), {"markup": False, "soft_wrap": True}) == text
@@ -130,7 +130,7 @@ def test_a_line_written_without_rich_is_exactly_what_rich_writes() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x17F), max_size=120))
 def test_any_line_taken_as_plain_is_written_by_rich_unchanged(text: str) -> None:
-    from harness.cli import _plain_line
+    from harness.cli.console import _plain_line
 
     if _plain_line((text,), {"markup": False, "soft_wrap": True}) is not None:
         assert _rich_writes(text, False) == text + "\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.cli import _hosts_check_table
+from harness.cli.hosts_cmd import _hosts_check_table
 from harness.coordinator.hostcheck import SCRIPTED, HostCheck, readiness, summary_line
 from tests.support import assert_one_line_error, run_fleet, table_column
 

@@ -332,7 +332,7 @@ def test_status_and_its_json_show_the_override_and_the_gate_counts_it(tmp_path: 
     table = run_fleet("status", SWEEP, "--runs", str(tmp_path), cwd=tmp_path)
     assert "PARTIAL (override)" in table.stdout
     # The exit gate a CI job reads judges the shown grade: the override, not the automatic DELIVERED.
-    from harness.cli import _gate
+    from harness.cli.sweep_cmd import _gate
 
     sweep = store.load_sweep(SWEEP)
     with pytest.raises(GradeGate, match=f"{CELL} PARTIAL"):
