@@ -107,7 +107,7 @@ def _commands(scratch: Path) -> dict[str, Callable[[], list[str]]]:
 def _works(scratch: Path) -> dict[str, Callable[[int], None]]:
     """The same work as each command, in this process (the modules imported once, before the clock)."""
     from harness.importers import grade_folder, import_to_folder
-    from harness.replay.command import render_text, run_replay
+    from harness.replay.batch import render_text, run_replay
     from harness.grading.gradefiles import write_grade_files
     from harness.core.version import harness_commit
 

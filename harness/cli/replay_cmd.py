@@ -48,7 +48,7 @@ def replay(sources, policies, edits, fmt, jobs, show_all, as_json, runs) -> None
 
     with loading():
         from harness.importers import IMPORTERS
-        from harness.replay.command import print_progress, render_json, render_text, run_replay
+        from harness.replay.batch import print_progress, render_json, render_text, run_replay
         from harness.replay.sources import TRANSCRIPT
 
     if fmt is not None and fmt != TRANSCRIPT and fmt not in IMPORTERS:

@@ -28,7 +28,7 @@ from harness.views.comparison import compare_sweeps
 from harness.dashboard.context import Dashboard, Links
 from harness.core.errors import FleetError, StoreError, UnsafeStoredPath, UsageError
 from harness.core.records import Cell
-from harness.replay.command import _calls as call_ranges
+from harness.replay.batch import _calls as call_ranges
 from harness.replay.differ import Difference, describe_stop, differences
 from harness.replay.outcome import ReplayOutcome
 from harness.store import Store

@@ -68,7 +68,7 @@ def test_version_loads_neither_rich_nor_pydantic_nor_the_stores_models(tmp_path:
 
 def test_a_one_session_replay_loads_neither_the_grader_nor_the_records_nor_rich(tmp_path: Path) -> None:
     modules = _loaded(tmp_path, "replay", str(SESSION), "--runs", str(tmp_path / "runs"))
-    assert "harness.replay.command" in modules  # the command ran
+    assert "harness.replay.batch" in modules  # the command ran
     # The grader, the catalog, the records' and the inventory's models: about 0.1 s, for a session file that
     # holds none of them (a sweep's or an imported folder's meta.json is read through them, when given).
     heavy = ("rich", "harness.grading", "harness.core.catalog", "harness.core.records", "harness.core.inventory", "harness.store",

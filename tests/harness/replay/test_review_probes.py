@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.modelserver import ScriptedModelServer, parse_script
-from harness.replay.command import render_text, run_replay
+from harness.replay.batch import render_text, run_replay
 from tests.support import REPO, fleet_argv
 
 GOLDEN = (REPO / "tests" / "golden" / "v2" / "runs" / "20261201-214544-new" / "local" / "07-photo-renamer" / "builtin"

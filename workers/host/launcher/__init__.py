@@ -81,7 +81,7 @@ from .signing import heartbeat_line, hmac_sha256, sign, verify
 from .spawn import AGENT_ENV_NAMES, AGENT_ENV_PREFIXES, StartError, _fork_exec, _posix_spawn, _spawn, agent_env
 from .start import NEARLY_FULL_BYTES, START_LOCK_S, _disk_nearly_full, run
 from .tree import LINUX, MARKER_VAR, TERM_GRACE, end_tree, launcher_alive, stopped
-from .serve import VERBS, main, serve
+from .entry import VERBS, main, serve
 from .wire import dumps, loads
 
 # The private names above (_Os, _rmtree, _which, _spawn, _posix_spawn, _fork_exec, _disk_nearly_full) are for the
@@ -99,7 +99,7 @@ __all__ = [
 ]
 
 MODULES = ("lean", "boot", "wire", "signing", "fileops", "delivery", "tree", "spawn", "bundle", "packer", "reaping",
-           "supervisor", "start", "serve")
+           "supervisor", "start", "entry")
 """The modules of the script, in its order: each imports only modules before it (tests/workers/host/
 test_launcher_source.py checks that, and that every module of the package is here)."""
 
