@@ -37,8 +37,9 @@ _received: list[Stopped] = []
 
 
 def received() -> Stopped | None:
-    """The stop signal this process got inside ``stop_signals``, if any. An error raised after it is most likely its
-    consequence (a library import or a connection cut short by the interrupt, reported as something else)."""
+    """The stop signal this process got inside its latest ``stop_signals`` block, if any. An error raised after it is
+    most likely its consequence (a library import or a connection cut short by the interrupt, reported as something
+    else)."""
     return _received[0] if _received else None
 
 
@@ -58,6 +59,9 @@ def stop_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # handlers can only be set from the main thread; whoever runs us there owns them
         return
+    # A process that runs commands one after another (a test, a script, the fuzz runner) starts each afresh: a signal
+    # that stopped an earlier command must not make this one's errors read as an interrupt.
+    _received.clear()
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -103,3 +103,16 @@ def test_a_library_that_logs_what_the_stop_cut_short_prints_nothing() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr == "before the stop\n"
     assert r.stdout == "fleet's own log goes on\n"
+
+
+def test_a_signal_that_stopped_an_earlier_block_is_forgotten_by_the_next() -> None:
+    # Commands run one after another in one process (tests, scripts): the second is not told it was interrupted.
+    from harness.coordinator.stopping import received
+
+    with pytest.raises(Stopped):
+        with stop_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert received() is not None
+    with stop_signals():
+        assert received() is None
+    assert received() is None
