@@ -18,6 +18,7 @@ from typing import Iterator
 import warnings
 
 from celery import Celery
+from celery._state import _set_task_join_will_block, task_join_will_block
 from celery.signals import task_internal_error
 from kombu import Queue
 from celery.worker import WorkController
@@ -84,6 +85,10 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
     warnings.filterwarnings("ignore", message="Exception raised outside body", category=RuntimeWarning)
     task_internal_error.connect(_on_internal_error, weak=False)
     logging.getLogger("kombu").setLevel(logging.WARNING)
+    # Making a worker marks the whole process as one (a task's join would block): Celery's thread pool says so for
+    # every thread, the coordinator's own included. Given back when the worker stops, so a process that goes on
+    # after its sweep (a script, a test, the next command) may wait on a result again.
+    joins_blocked = task_join_will_block()
     worker = _Controller(
         app=app,
         hostname=f"embedded@{socket.gethostname()}",
@@ -129,3 +134,4 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
         forget_leftovers()
         worker_state.should_terminate = None
         task_internal_error.disconnect(_on_internal_error)
+        _set_task_join_will_block(joins_blocked)
