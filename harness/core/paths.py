@@ -5,40 +5,44 @@ member from a host, a URL, a check's file name, a path the model asks a tool for
 one of these rules, so a rule is written once and every caller refuses the same things. A rule says *whether* and,
 where it helps, *why*; the caller says it in its own words (its error class and its line stay what users know).
 
-======================  ==============================================================  ===========================
-rule                    accepts                                                         used by
-======================  ==============================================================  ===========================
-``name_problem``        one name: not empty, not ``.`` or ``..``, no ``/`` or ``\\``,     the store's ids (host, item,
-                        no NUL. A backslash is refused: a name becomes a folder, a       agent; the sweep's id, not
-                        URL part (a browser reads ``\\`` as ``/``) and an export's file  hidden either), a replay's
-                                                                                        name (dashboard compare)
-``relpath_problem``     a *stored path*: relative POSIX, made only of real names (no     artifact names (the store's
-                        empty part, no ``.``, no ``..``), no NUL. What the store keeps   writer), a cell id's folder,
-                        is exactly what is read back: ``a//b`` or ``./a`` is refused,    a stored file in a URL
-                        not read as another name. A backslash is an ordinary character   (dashboard), a bundle's
-                        of a POSIX file name here (the store keeps such names).          members (the attempt)
-``item_path_problem``   a path a person wrote in an item (a check's file name):          the catalog
-                        relative, no ``..`` part, no backslash (an item written on
-                        Windows); empty and ``.`` parts are read as a path reads them.
-``climbs``              (a test) whether a path has a ``..`` part                        the agent's tools, web check
-``names_home``          (a test) whether a path starts with ``~`` (the home folder)     patterns, the guard's receipt
-``within``              a path (already normalized or real) that is ``root`` or below    the callers of ``real_inside``
-``real_inside``         a *workspace path*: it may pass through a symbolic link (the     the store (``Store.inside``),
-                        agent made it, or the store's reader follows it) if, every       the dashboard, web checks,
-                        link followed, it ends inside ``root``                           the agent's tools
-``under``               a path as it was written (not normalized) that is ``folder``     the guard's receipt (a test
-                        or below it, by its text                                         command's targets)
-======================  ==============================================================  ===========================
+=====================  ===================================================  ======================================
+rule                   accepts                                              asked by
+=====================  ===================================================  ======================================
+``name_problem``       one name: not empty, not ``.`` or ``..``, no ``/``,  the store's ids (a cell's host, item
+                       no ``\\``, no NUL. The backslash too: a name is a    and agent; a sweep's id, not hidden
+                       folder, a part of a URL (a browser reads ``\\`` as   either); a replay's name (dashboard)
+                       ``/``) and a file of an export
+``relpath_problem``    a *stored path*: relative POSIX, made only of real   artifact names (the store's writer), a
+                       names (no empty part, no ``.``, no ``..``), no NUL;  cell id's folder (``Store.attempt_dir``),
+                       a backslash is an ordinary character. What is kept   a stored file in a URL (dashboard), a
+                       is what is read back: ``a//b`` is no other name      bundle's members (``safe_member``)
+``item_path_problem``  a path a person wrote in an item: relative, no       a check's file name (the catalog)
+                       ``..`` part, no backslash (an item written on
+                       Windows); empty and ``.`` parts read as a path
+                       reads them (``./test_a.py``)
+``climbs``             (a test) a ``..`` part                               the agent's tools, a web check's page
+``names_home``         (a test) a start at a home folder (``~``)            pattern, a test command's words (guard)
+``within``             a normalized or real path that is ``root`` or below  ``real_inside``, a replay's folder
+``real_inside``        a *workspace path*: it may pass through a symbolic   ``Store.inside`` (the dashboard's
+                       link, if, every link followed, it ends inside        files too), a web check's page, the
+                       ``root``                                             agent's tools
+``under``              a path as written, not normalized, that is           a test command's absolute targets (the
+                       ``folder`` or below it, by its text                  guard's receipt)
+=====================  ===================================================  ======================================
 
-Two rules differ on purpose and stay two: a *stored path* may not hold a link that leads out, nor an empty or ``.``
-part (the store never writes one, so a crafted store is refused), while a *workspace path* is whatever the agent
-made, links too, and only its end must lie inside the workspace.
+Two kinds of path differ on purpose and stay two rules. A *stored path* is judged by its text first
+(``relpath_problem``: the store writes no other, so anything else was crafted), and a link in the store may lead only
+inside the sweep's folder and never be a record file (``Store.inside``, ``Store.attempt_dir``). A *workspace path* is
+whatever the agent made: a link on its way is allowed when its end lies inside the workspace (``real_inside``); the
+agent's tools refuse a ``..`` or ``~`` by its text too, so the model is told why.
 
 Kept apart, on purpose: the launcher (``workers/host/launcher/``) and the host cleaner (``workers/host/clean.py``)
 are sent to the host as source text and run by its bare Python 3.8+, importing the standard library only, so they
-keep their own few checks (the launcher's one-name check of a delivery folder it is asked to forget, the cleaner's
-"is this attempt folder a running delivery's" by text). ``tests/harness/core/test_paths.py`` runs one table of
-hostile names through these rules and through those copies and fails when they disagree, so the copies cannot drift.
+cannot import this module and keep their own few checks: the launcher forgets only a folder
+``fleet/deliveries/TOKEN`` (a hex token), and names a bundle's members from a folder's own entries (which the worker
+then takes only as stored paths); the cleaner keeps an attempt folder a running delivery's root is in, by its text.
+``tests/harness/core/test_paths.py`` runs one table of hostile names through these rules and through those copies,
+and fails when they disagree, so the copies cannot drift.
 
 Standard library only: the host side (the builtin agent's tools) imports it too. Every rule is a few string
 operations (``relpath_problem`` runs for each attempt folder a regrade opens), and only ``real_inside`` touches the
