@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.core.files import FileProblem, read_regular_file
 from harness.core.errors import CatalogError, UsageError
+from harness.core.paths import item_path_problem
 from harness.core.tomlfile import read_toml, validate
 
 __all__ = ["Item", "Catalog", "load_catalog", "read_prompt", "render", "draw_values", "BUNDLED_PROMPTS_DIR"]
@@ -132,7 +133,7 @@ def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], fil
     from harness.core.checks.spec import CheckSpecError, check_kind, load_checks
 
     for i, name in enumerate(names):
-        if name.startswith(("/", "\\")) or "\\" in name or ".." in PurePosixPath(name).parts:
+        if item_path_problem(name):
             # A check is the item's own file: a name climbing out of checks/ would run any file as its check.
             raise CatalogError(file, f"{key}[{i}]", f"{name!r}: a check is a file inside the item's checks/ folder "
                                                     "(no '..', no absolute path)")

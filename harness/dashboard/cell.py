@@ -31,6 +31,7 @@ from harness.core.checks.result import CheckResult
 from harness.dashboard.context import Dashboard, Links
 from harness.dashboard.timeline import Clip, Timeline, build_timeline
 from harness.core.errors import FleetError, UnsafeStoredPath, UsageError
+from harness.core.paths import relpath_problem
 from harness.grading.model import CHECKS_ADAPTER, Grade
 from harness.grading.gradefiles import read_grade_history
 from harness.grading.override import GradeHistory
@@ -143,10 +144,9 @@ def open_stored(store: Store, sweep_id: str, rel: str) -> tuple[BinaryIO, os.sta
     missing or not a regular file (a folder, a FIFO) is a ``UsageError`` (404). The file opened is the one
     checked: the resolved path, without following a link, and its type is checked on the open file."""
     top = store.sweep_dir(sweep_id)
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or "\x00" in rel or any(p in ("", ".", "..") for p in parts):
+    if relpath_problem(rel):
         raise _refuse(sweep_id, rel, "is not a path inside the sweep's folder")
-    if parts == [".lock"]:
+    if rel == ".lock":
         raise UsageError(f"sweep {sweep_id}: {rel!r} is not a stored file")
     path = top / PurePosixPath(rel)
     try:

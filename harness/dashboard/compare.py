@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from harness.views.comparison import compare_sweeps
 from harness.dashboard.context import Dashboard, Links
 from harness.core.errors import FleetError, StoreError, UnsafeStoredPath, UsageError
+from harness.core.paths import name_problem, within
 from harness.core.records import Cell
 from harness.replay.batch import _calls as call_ranges
 from harness.replay.differ import Difference, describe_stop, differences
@@ -42,7 +43,8 @@ REPLAYS = "replays"
 SESSION_LINES = 60
 """Up to this many sessions every (session, policy) line is shown; past it only the differences (``?all=1``)."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,200}")
+_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+-]{0,200}")
+"""A replay's name: one file name (``harness.core.paths.name_problem``) of these characters, never with ``..``."""
 
 
 # -- compare -------------------------------------------------------------------------------------------------------
@@ -114,7 +116,7 @@ def _checked(store: Store, name: str) -> Path:
     """The file of replay ``name``, refused (``UnsafeStoredPath``) when the name is not one plain file name or the
     file is a link that leads out of the folder."""
     folder = _folder(store)
-    if not _NAME.fullmatch(name) or ".." in name:
+    if name_problem(name) or not _NAME.fullmatch(name):
         raise UnsafeStoredPath(str(folder), "name", f"{name!r} is not a replay's name (one file name, no '/' or '..')")
     path = folder / f"{name}.json"
     try:
@@ -124,7 +126,7 @@ def _checked(store: Store, name: str) -> Path:
     if real.parent != top:
         raise UnsafeStoredPath(str(path), "", f"leads outside {folder} (to {real}): not read")
     root = store.root.resolve()
-    if root not in top.parents:
+    if top == root or not within(top, root):
         raise UnsafeStoredPath(str(folder), "", f"leads outside the results directory {store.root} (to {top}): not read")
     return path
 

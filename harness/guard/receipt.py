@@ -54,6 +54,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.core.paths import climbs, names_home, under
 from harness.guard.verdict import TestVerdict, delivery_verdict, is_test_command, recognize
 
 __all__ = [
@@ -284,11 +285,10 @@ def _names_outside(command: str, directory: str) -> bool:
         value = re.sub(r"^\d*[<>]+&?", "", word.split("=", 1)[1] if word.startswith("--") and "=" in word else word)
         if not value or value in ("/dev/null", "-") or value.isdigit():
             continue
-        if ".." in value.split("/") or value.startswith("~"):
+        if climbs(value) or names_home(value):
             return True
         if value.startswith("/") and index > 0:  # the program itself (/usr/bin/python3) is not a target
-            inside = value == directory or value.startswith(directory.rstrip("/") + "/")
-            if not inside:
+            if not under(value, directory):
                 return True
     return False
 

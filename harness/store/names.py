@@ -18,6 +18,7 @@ import hashlib
 from pathlib import Path, PurePosixPath
 
 from harness.core.errors import ArtifactRefused, UnsafeStoredPath
+from harness.core.paths import name_problem, relpath_problem
 from harness.core.records import Cell
 from harness.core.sweep import SweepRecord
 
@@ -121,19 +122,6 @@ RECORD_FILES = ("meta.json", "grade.json", "grades.jsonl", "answer.txt", "worksp
 writes one), so a crafted store cannot make `fleet show`, `grade` or `report` read or write through one."""
 
 
-def _id_problem(value: str) -> str:
-    """Why ``value`` cannot be one part of a path in the store ('' when it can)."""
-    if not value:
-        return "is empty"
-    if value in (".", ".."):
-        return f"{value!r} names a folder above or at itself"
-    if "/" in value or "\\" in value:
-        return f"{value!r} holds a path separator"
-    if "\x00" in value:
-        return f"{value!r} holds a NUL byte"
-    return ""
-
-
 def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
     """Every id of ``sweep`` (read from ``file``) that a path is built from stays one safe part of a path, so
     no folder made from them leaves the sweep's folder: the sweep's own id is its folder's name, each cell's
@@ -145,7 +133,7 @@ def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
     planned = set()
     for i, c in enumerate(sweep.cells):
         for key in ("host", "item", "agent"):
-            why = _id_problem(getattr(c, key))
+            why = name_problem(getattr(c, key))
             if why:
                 raise UnsafeStoredPath(where, f"cells[{i}].{key}", why)
         if c.id != Cell.make_id(c.host, c.item, c.agent, c.rep):
@@ -161,10 +149,9 @@ def check_stored_ids(sweep: SweepRecord, file: Path, folder_id: str) -> None:
 
 
 def safe_relpath(name: str) -> PurePosixPath:
-    """An artifact name from a worker must stay inside the attempt folder, and never replace the records."""
-    p = PurePosixPath(name)
-    if (p.is_absolute() or ".." in p.parts or not p.parts or "\x00" in name
-            or p.parts[0] in ("meta.json", "grade.json", "grades.jsonl")):
+    """An artifact name from a worker must stay inside the attempt folder, and never replace the records: it is a
+    stored path (``harness.core.paths.relpath_problem``), so the file is kept under exactly the name read back."""
+    if relpath_problem(name) or name.split("/", 1)[0] in ("meta.json", "grade.json", "grades.jsonl"):
         raise ArtifactRefused(f"refusing artifact name {name!r}: it points outside the attempt folder or at its record")
-    return p
+    return PurePosixPath(name)
 

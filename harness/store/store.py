@@ -29,13 +29,14 @@ import sqlite3
 import stat
 import time
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterator
 
 from pydantic import ValidationError
 
 from harness.core.errors import StoreError, UnsafeStoredPath, UsageError
 from harness.core.files import open_own
+from harness.core.paths import name_problem, real_inside, relpath_problem
 from harness.core.records import AttemptMeta, read_meta
 from harness.core.sweep import SweepRecord
 from harness.store.index import connect_index, query_index
@@ -54,7 +55,8 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------------
     def sweep_dir(self, sweep_id: str) -> Path:
-        if not sweep_id or "/" in sweep_id or sweep_id.startswith(".") or "\x00" in sweep_id:
+        # One name (harness.core.paths), and not hidden: .trash and .prune.lock are the store's own.
+        if name_problem(sweep_id) or sweep_id.startswith("."):
             raise UsageError(f"bad sweep id {sweep_id!r}")
         return self.root / sweep_id
 
@@ -119,10 +121,10 @@ class Store:
         or unresolvable (a link loop), it is an ``UnsafeStoredPath`` naming ``file`` and ``key``."""
         top = self.sweep_dir(sweep_id)
         try:
-            real, real_top = path.resolve(), top.resolve()
+            real, inside = real_inside(path, top.resolve())
         except (OSError, RuntimeError) as exc:
             raise UnsafeStoredPath(file, key, f"{path}: cannot follow: {exc}") from None
-        if real != real_top and real_top not in real.parents:
+        if not inside:
             raise UnsafeStoredPath(file, key, f"{path} leads outside the sweep's folder {top} (to {real})")
         return path
 
@@ -130,12 +132,11 @@ class Store:
         """The attempt's folder, checked (``inside``) with the record files the harness reads and writes in it:
         none of them may be a symbolic link."""
         file, key = str(self.sweep_dir(sweep_id) / "sweep.json"), f"attempts.{cell_id}"
-        rel = PurePosixPath(cell_id)
-        if not cell_id or rel.is_absolute() or ".." in rel.parts or "\x00" in cell_id:
+        if relpath_problem(cell_id):
             raise UnsafeStoredPath(file, key, f"cell id {cell_id!r} is not a path inside the sweep's folder")
         top = self.sweep_dir(sweep_id)
         folder = top / cell_id / f"attempt-{attempt}"
-        if _link_below(top, rel.parts + (f"attempt-{attempt}",)):
+        if _link_below(top, (*cell_id.split("/"), f"attempt-{attempt}")):
             # Only a link under the sweep's folder can lead out of it: then every link is followed and the end
             # checked (a regrade or a report asks for 10,000 folders, and resolving each costs a dozen lstats).
             self.inside(sweep_id, folder, file, key)

@@ -11,10 +11,10 @@ the attempt's artifacts, and every check on them lives in one place.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 from dataclasses import dataclass, field
 
 from harness.core.errors import ArtifactCorrupt
+from harness.core.paths import relpath_problem
 from workers.delivery.hostrecords import parse_json
 from workers.host import launcher
 from workers.transport.base import Transport
@@ -27,12 +27,10 @@ for the manifests of a workspace of many files."""
 
 
 def safe_member(name: str) -> bool:
-    """Whether a tar member's name stays inside the folder it is read into: relative, no ``..`` part. A tar
-    from the host is refused member by member otherwise, whoever made it (defence in depth)."""
-    # A backslash is an ordinary character of a POSIX file name (the store keeps such names), not a separator.
-    if not name or name.startswith("/") or "\0" in name:
-        return False
-    return ".." not in posixpath.normpath(name).split("/") and ".." not in name.split("/")
+    """Whether a bundle member's name stays inside the folder it is read into: a stored path
+    (``harness.core.paths.relpath_problem``: relative, real names only, no ``..``; a backslash is an ordinary
+    character). A bundle from the host is refused member by member otherwise, whoever made it (defence in depth)."""
+    return not relpath_problem(name)
 
 
 @dataclass

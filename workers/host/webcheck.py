@@ -47,6 +47,7 @@ from pydantic import ValidationError
 
 from harness.core.checks.result import AssertionResult, CheckResult, fold_status
 from harness.core.checks.spec import WebCheckSpec, WebInteraction
+from harness.core.paths import climbs, real_inside
 
 __all__ = ["WebCheckSpec", "WebInteraction", "run_web_check", "find_chromium", "find_page", "CHROMIUM_ARGS", "main"]
 
@@ -177,14 +178,15 @@ def _page_path(workspace: Path, rel: str) -> tuple[Path | None, str]:
         return None, f"page {rel!r} must be relative to the workspace"
     root = workspace.resolve()
     if is_pattern(rel):
-        if ".." in Path(rel).parts:
+        if climbs(rel):
             return None, f"page {rel!r} is outside the workspace"
         match, n = find_page(root, rel)
         if match is None:
             return None, f"no file in the workspace matches {rel}"
         rel = match.relative_to(root).as_posix()
-    target = (root / rel).resolve()
-    if not target.is_relative_to(root):
+    # A workspace path: a link the agent made may be on its way, if its end is inside the workspace.
+    target, inside = real_inside(root / rel, root)
+    if not inside:
         return None, f"page {rel!r} is outside the workspace"
     if not target.is_file():
         return None, f"{rel} does not exist in the workspace"

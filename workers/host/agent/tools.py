@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.guard.verdict import is_test_command, recognize
+from harness.core.paths import climbs, names_home, real_inside, within
 from harness.core.transcript import ToolDetails
 
 __all__ = [
@@ -133,18 +134,19 @@ class Workspace:
             raise ToolError("path must be a non-empty string")
         if "\0" in raw:
             raise ToolError("path must not contain a NUL character")
-        candidate = Path(raw)
-        if ".." in candidate.parts:
+        if climbs(raw):
             raise ToolError(f"path {raw!r} contains '..': paths must stay inside the workspace {self.root}")
-        if raw.startswith("~"):
+        if names_home(raw):
             raise ToolError(f"path {raw!r} names the home folder: paths must stay inside the workspace {self.root}")
+        candidate = Path(raw)
         joined = candidate if candidate.is_absolute() else self.root / candidate
+        # A workspace path: it may pass through a link the agent made, if it ends inside the workspace.
         try:
-            resolved = joined.resolve(strict=False)
+            resolved, inside = real_inside(joined, self.root)
         except (OSError, RuntimeError) as exc:
             raise ToolError(f"path {raw!r} cannot be resolved: {exc}") from None
-        if not resolved.is_relative_to(self.root):
-            how = " through a symbolic link" if joined.absolute().is_relative_to(self.root) else ""
+        if not inside:
+            how = " through a symbolic link" if within(joined.absolute(), self.root) else ""
             raise ToolError(f"path {raw!r} is outside the workspace {self.root}{how}")
         return resolved
 
