@@ -94,7 +94,7 @@ def configure(settings: Settings, *, worker: bool = False) -> Celery:
     share them)."""
     global _settings
     if settings.embedded:
-        from workers.sqlitebroker import register
+        from workers.sqlitebroker import register  # lazy: SQLAlchemy (190 ms), for the embedded broker only
 
         register()
         settings.queue_dir.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ class BlobStore:
     """The artifacts of results on one Redis."""
 
     def __init__(self, url: str) -> None:
-        import redis
+        import redis  # lazy: redis-py (about 100 ms), for a Redis backend only; `fleet status` loads this module
 
         self.url = url
         self._client = redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=60)

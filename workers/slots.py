@@ -20,6 +20,8 @@ import weakref
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+import redis
+
 __all__ = ["Lease", "Slots", "RedisSlots", "FileSlots"]
 
 
@@ -238,8 +240,6 @@ if hasattr(os, "register_at_fork"):
 
 class RedisSlots(Slots):
     def __init__(self, url: str, namespace: str = "", ttl: float = 30.0) -> None:
-        import redis
-
         self.client = redis.Redis.from_url(url)
         self.namespace = namespace
         self.ttl = ttl
@@ -264,8 +264,6 @@ class RedisSlots(Slots):
     def _wait_for_release(self, host: str, seconds: float) -> None:
         """Block on the host's free list (BLPOP) for ``seconds``: a release ends the wait at once. A lease that expired
         (its worker died) says nothing: the next look finds its slot free."""
-        import redis
-
         if self._blocking_wait:
             try:
                 self.client.blpop([self.free_key(self.key(host))], timeout=max(seconds, 0.01))
@@ -283,8 +281,6 @@ class RedisSlots(Slots):
         try:
             taken = self._acquire(keys=[key], args=[self.ttl, slots, lease_id]) == 1
         except Exception as exc:  # noqa: BLE001 - Redis is away: no slot now; acquire() asks again
-            import redis
-
             if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
                 return None
             raise

@@ -32,6 +32,7 @@ from harness.core.settings import Settings
 from workers.adapters import adapter_for
 from workers.app import TASK_RUN_ATTEMPT, WAITING, app, current_settings
 from workers.attempt import Timing, run_attempt
+from workers.blobs import blobs_for
 from workers.slots import FileSlots, RedisSlots, Slots
 from workers.resultbackend import RedisBackend
 from workers.transport import Transport, connect_for
@@ -173,8 +174,6 @@ def run_attempt_task(self: Task, request: dict) -> dict:
         result = run_attempt(transport, req, adapter, timing=timing_for(settings), worker=worker, slot=slot,
                              on_host_free=lease.release if lease is not None else None)
         # Large artifacts go beside the result on Redis as raw bytes, not base64 inside it (workers/blobs.py).
-        from workers.blobs import blobs_for
-
         blobs = blobs_for(settings.celery_backend)
         if blobs is not None and req.task_id:
             result = blobs.offload(result, req.namespace, req.task_id)

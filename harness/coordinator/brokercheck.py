@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit
 
+from kombu import Connection
+
 from harness.core.errors import DispatchError
 from harness.core.settings import redact
 
@@ -55,7 +57,7 @@ def check_broker_url(url: str, timeout_s: float = BROKER_CHECK_S, what: str = "b
 def _ping(url: str, timeout_s: float) -> None:
     scheme = urlsplit(url).scheme.lower()
     if scheme in _REDIS_SCHEMES:
-        import redis
+        import redis  # lazy: redis-py (about 100 ms), for a Redis URL only
 
         client = redis.Redis.from_url(url.replace("redis+socket://", "unix://", 1), socket_connect_timeout=timeout_s,
                                       socket_timeout=timeout_s, retry_on_timeout=False)
@@ -65,8 +67,6 @@ def _ping(url: str, timeout_s: float) -> None:
             client.close()
         return
     # Another kombu transport (sentinel, amqp...): its own connect, still under this module's deadline.
-    from kombu import Connection
-
     with Connection(url, connect_timeout=timeout_s) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout_s)
 

@@ -29,7 +29,7 @@ import itertools
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from celery import Celery
 from celery.exceptions import WorkerLostError
@@ -44,6 +44,7 @@ from harness.core.diskfull import is_disk_full
 from harness.core.errors import BrokerOutage, DispatchError, FleetError, InfrastructureError, StoreError
 from harness.core.failures import is_retried
 from harness.core.inventory import Inventory
+from harness.grading import Grade, evidence_from_attempt, grade
 from harness.coordinator.noworker import Waiting, WorkerWatch
 from harness.coordinator.outage import Outage
 from harness.core.records import AttemptResult, AttemptSummary, Cell, utc_now
@@ -52,10 +53,7 @@ from harness.store import SweepWriter
 from harness.core.version import harness_commit
 from harness.coordinator.wakeup import Sleep, Wakeup
 from workers.app import TASK_RUN_ATTEMPT, WAITING, queue_for
-
-if TYPE_CHECKING:
-    from workers.blobs import BlobStore
-    from harness.grading import Grade
+from workers.blobs import BlobStore, MissingBlob, blobs_for
 
 __all__ = ["Dispatcher", "Event", "Planned", "RetryPolicy", "task_id_for", "grade_attempt", "harness_failure", "record_result",
            "result_from_backend", "forget_result", "settle_attempt", "take_stored"]
@@ -157,10 +155,10 @@ class Dispatcher:
             self._limit[p.cell.id] = p.last_attempt
             self._waiting[p.cell.host].append((p.cell, p.attempt))
         # What recording an attempt imports (grading, 40 ms and more) is loaded before the first attempt goes out, not
-        # while the first record runs beside a host's next start.
-        from harness.core.failures import classify  # noqa: F401
-        from harness.grading import grade  # noqa: F401
-        from harness.grading.scale import shown_grade  # noqa: F401
+        # while the first record runs beside a host's next start. This module's top imports it; here it is made sure of.
+        from harness.core.failures import classify  # noqa: F401  # lazy: no, a preload, before the first send
+        from harness.grading import grade  # noqa: F401  # lazy: no, a preload, before the first send
+        from harness.grading.scale import shown_grade  # noqa: F401  # lazy: no, a preload, before the first send
 
         self.writer.set_status(self.sweep, "running")
         try:
@@ -424,8 +422,6 @@ def settle_attempt(app: Celery, writer: SweepWriter, sweep: SweepRecord, cell: C
     """An attempt nobody will wait for any more (its sweep is stopping, or its coordinator went away): record its
     result if it already came (``state`` SUCCESS), else revoke it (the worker kills the agent's group) and record
     it as the harness failure ``reason``. Either way the backend forgets the task afterwards."""
-    from workers.blobs import blobs_for
-
     blobs = blobs_for(str(app.conf.result_backend or ""))
     if state == "SUCCESS":
         result = result_from_backend(async_result.result, sweep.id, cell, attempt, blobs, namespace, async_result.id)
@@ -454,8 +450,6 @@ def result_from_backend(data: object, sweep_id: str, cell: Cell, attempt: int, b
                                f"the worker answered for sweep {result.sweep_id!r}, cell {result.cell_id!r}, attempt "
                                f"{result.attempt}: not the attempt it was sent")
     if any(a.blob is not None for a in result.artifacts):
-        from workers.blobs import MissingBlob
-
         if blobs is None:
             return harness_failure(sweep_id, cell, attempt, "worker_error", "the worker's result keeps artifacts in "
                                    "Redis blobs, and this coordinator's result backend is not Redis")
@@ -554,8 +548,6 @@ def record_result(writer: SweepWriter, sweep: SweepRecord, cell: Cell, result: A
 
 def _grader(sweep: SweepRecord, cell: Cell) -> "Callable[[Path], Grade]":
     """How an attempt of ``cell`` is graded: from its stored folder, by its item's rules."""
-    from harness.grading import evidence_from_attempt, grade
-
     item = sweep.items[cell.item]
     return lambda folder: grade(evidence_from_attempt(folder, item))
 

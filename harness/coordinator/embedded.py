@@ -25,6 +25,8 @@ from celery.worker import WorkController
 from celery.worker import state as worker_state
 
 from harness.core.errors import DispatchError
+from workers.attempt import abort_running
+from workers.tasks import forget_leftovers
 
 __all__ = ["embedded_worker", "internal_error"]
 
@@ -122,15 +124,11 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
     except BaseException:
         # Stopped (Ctrl-C, SIGTERM, a broken store): a revoke cannot stop a pool thread, so the attempts running
         # here are told to kill their agents and unwind, or the process would wait on them to the item's timeout.
-        from workers.attempt import abort_running
-
         abort_running("the coordinator was stopped")
         raise
     finally:
         worker_state.should_terminate = 0
         thread.join(30)
-        from workers.tasks import forget_leftovers
-
         forget_leftovers()
         worker_state.should_terminate = None
         task_internal_error.disconnect(_on_internal_error)

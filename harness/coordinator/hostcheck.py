@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 from harness.core.errors import FleetError, HostKeyMismatch, InfrastructureError, one_line
 from harness.core.inventory import Host
+from workers.adapters import AttemptPaths, adapter_for
+from workers.adapters.probe import probe_agent
+from workers.transport import connect_for
 
 __all__ = ["HostCheck", "check_host", "check_hosts", "readiness", "summary_line"]
 
@@ -85,8 +88,6 @@ def summary_line(results: Sequence[HostCheck]) -> str:
 
 
 def check_host(host: Host, counted: Sequence[str] | None = None) -> HostCheck:
-    from workers.transport import connect_for
-
     res = HostCheck(host=host.name)
     t = connect_for(host)
     try:
@@ -136,9 +137,6 @@ def check_host(host: Host, counted: Sequence[str] | None = None) -> HostCheck:
 
 def _check_agent(t, host: Host, name: str, agent) -> str:
     """The version line (or "found"), "missing: ..." when the agent's program is not on the host."""
-    from workers.adapters import AttemptPaths, adapter_for
-    from workers.adapters.probe import probe_agent
-
     try:
         adapter = adapter_for(name, agent)
     except FleetError as exc:

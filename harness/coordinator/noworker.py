@@ -161,7 +161,7 @@ def withdraw(app, broker_url: str, queue: str, task_ids: set[str]) -> None:  # n
         pass
     if not broker_url.startswith(("redis://", "rediss://", "unix://")):
         return
-    import redis
+    import redis  # lazy: redis-py (about 100 ms), for a Redis broker only; `fleet status` loads this module
 
     client = redis.Redis.from_url(broker_url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
     try:

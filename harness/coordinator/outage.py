@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
+import kombu.exceptions
+
 from harness.core.errors import BrokerOutage
 
 __all__ = ["Outage", "is_outage"]
@@ -26,8 +28,7 @@ T = TypeVar("T")
 
 
 def _outage_types() -> tuple[type[BaseException], ...]:
-    import kombu.exceptions
-    import redis.exceptions
+    import redis.exceptions  # lazy: redis-py (about 100 ms), once an error is seen; `fleet status` loads this module
 
     # redis-py's ConnectionError covers BusyLoadingError (a restarted Redis still reading its AOF); kombu's
     # OperationalError is what send_task raises once its own publish retries gave up.

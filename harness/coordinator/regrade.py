@@ -14,15 +14,13 @@ import multiprocessing
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from harness.core.errors import FleetError
 from harness.core.records import Cell
 from harness.core.sweep import SweepRecord
+from harness.grading import Grade, evidence_from_attempt, grade
 from harness.store import Store
-
-if TYPE_CHECKING:
-    from harness.grading import Grade
 
 __all__ = ["BATCH", "PARALLEL_FROM", "regrade"]
 
@@ -50,8 +48,6 @@ def _cores() -> int:
 def _grade_span(span: tuple[int, int]) -> tuple[list[Graded], FleetError | None]:
     """The grades of attempts ``span[0]`` to ``span[1]`` of the shared list, in order, up to the first that cannot be
     graded (a corrupt record, an unsafe path), returned with that error, so the grades before it are still recorded."""
-    from harness.grading import evidence_from_attempt, grade
-
     assert _shared is not None
     store, sweep, attempts = _shared
     out: list[Graded] = []

@@ -11,11 +11,17 @@ again and again never buys a broken cell a fresh budget; ``resume --retry-exhaus
 from __future__ import annotations
 
 import contextlib
+import errno
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator, Sequence
+from urllib.parse import urlsplit
+
+from celery.result import AsyncResult
 
 from harness.core.timebudget import AttemptBudget, longest_limit, unacknowledged_s
 from harness.core.catalog import Catalog
+from harness.coordinator.brokercheck import check_queue_urls
 from harness.coordinator.dispatch import Dispatcher, Event, Planned, RetryPolicy, grade_attempt, settle_attempt
 from harness.core.diskfull import is_disk_full
 from harness.core.errors import DiskFull, DispatchError, FleetError, SweepInterrupted, UsageError
@@ -24,12 +30,15 @@ from harness.core.gate import HELD, GateVerdict
 from harness.core.inventory import Inventory
 from harness.coordinator.noworker import WorkerWatch, consumed_queues, start_command, withdraw
 from harness.coordinator.outage import Outage
+from harness.coordinator.plan import plan_sweep
 from harness.core.records import AttemptSummary, Cell, RerunRecord, utc_now
 from harness.core.sweep import SweepRecord
 from harness.core.settings import Settings, redact
 from harness.coordinator.stopping import Stopped
+from harness.coordinator.wakeup import wakeup_for
 from harness.store import Store, SweepWriter
 from workers.app import configure, queue_for
+from workers.blobs import blobs_for
 
 __all__ = ["Coordinator", "ahead_for", "summary_failure", "budget_used", "nothing_measured", "host_cells", "NOT_COUNTED"]
 
@@ -92,8 +101,6 @@ class Coordinator:
 
     # -- verbs -----------------------------------------------------------------------------------------
     def sweep(self, inventory: Inventory, catalog: Catalog, **plan_options) -> SweepRecord:
-        from harness.coordinator.plan import plan_sweep
-
         sweep = plan_sweep(inventory, catalog, **plan_options)
         # The folder's creation claims the id: a second coordinator in the same second gets the next one.
         sweep.id = self.store.claim_sweep_id(sweep.id)
@@ -209,8 +216,6 @@ class Coordinator:
 
     def _settle(self, app, w: SweepWriter, sweep: SweepRecord, cell: Cell, attempt: int, task_id: str) -> None:
         """An attempt dispatched by a coordinator that stopped: take its result if it came, else close it."""
-        from celery.result import AsyncResult
-
         ar = AsyncResult(task_id, app=app)
         try:
             state = ar.state
@@ -225,11 +230,7 @@ class Coordinator:
         """Serve each ``model.scripted`` endpoint with the demo scripts (``model.toml``) of the sweep's items, and
         yield the inventory with each one's actual URL: ``--model-port`` if given, else the inventory's port, else
         (that port busy: another sweep on this machine) a free one, said as a notice."""
-        import errno
-        from pathlib import Path
-        from urllib.parse import urlsplit
-
-        from harness.modelserver import ScriptedModelServer, ScriptError
+        from harness.modelserver import ScriptedModelServer, ScriptError  # lazy: a scripted model only (25 ms)
 
         # Per-agent scripts (models/<kind>.toml, selected by the agent's system prompt or tools) come before
         # the items' model.toml (the builtin agent's), so each conversation finds its own agent's script.
@@ -286,7 +287,7 @@ class Coordinator:
             _check_broker(app, self.settings)
             yield
             return
-        from harness.coordinator.embedded import embedded_worker
+        from harness.coordinator.embedded import embedded_worker  # lazy: the worker's tasks (0.5 s): embedded only
 
         queues = [queue_for(h, self.settings.namespace) for h in sorted(hosts)]
         concurrency = min(16, sum(inventory.hosts[h].slots for h in hosts))
@@ -347,12 +348,9 @@ class Coordinator:
                         broker = self.settings.broker_url
                         d.withdraw = lambda queue, task_ids: withdraw(app, broker, queue, task_ids)
                     if self.settings.embedded:
-                        from harness.coordinator.embedded import internal_error
+                        from harness.coordinator.embedded import internal_error  # lazy: as embedded_worker
 
                         d.internal_error = internal_error
-                    from workers.blobs import blobs_for
-                    from harness.coordinator.wakeup import wakeup_for
-
                     d.blobs = blobs_for(self.settings.celery_backend)
                     d.wakeup = wakeup_for(self.settings.embedded, self.settings.celery_backend,
                                           lambda task_id: app.backend.get_key_for_task(task_id).decode(), app.backend)
@@ -399,8 +397,6 @@ class Coordinator:
 def _check_broker(app, settings: Settings) -> None:
     """Reach the broker once before anything is dispatched: a wrong URL is one clear line, at once
     (harness/coordinator/brokercheck.py: a PING bounded on the reply too, not only on the connect)."""
-    from harness.coordinator.brokercheck import check_queue_urls
-
     check_queue_urls(settings.broker_url, settings.result_backend)
 
 

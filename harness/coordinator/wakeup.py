@@ -81,7 +81,7 @@ class RedisResults:
     """Subscriptions to the result channels of the attempts in flight, on the Redis result backend."""
 
     def __init__(self, url: str, channel_for: Callable[[str], str]) -> None:
-        import redis
+        import redis  # lazy: redis-py (about 100 ms), for a Redis backend only; `fleet status` loads this module
 
         self._client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
         self._channel_for = channel_for

@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.core.checks.spec import CheckSpecError, check_kind, load_checks
 from harness.core.files import FileProblem, read_regular_file
 from harness.core.errors import CatalogError, UsageError
 from harness.core.paths import item_path_problem
@@ -130,8 +131,6 @@ def _check_placeholders(
 def _check_check_files(folder: Path, names: list[str], vars: dict[str, str], file: str, key: str) -> None:
     """Each named check is a ``checks/test_*.py`` or ``checks/*.web.toml`` file of ``folder`` that parses,
     and every ``{{name}}`` placeholder in a web check has a var."""
-    from harness.core.checks.spec import CheckSpecError, check_kind, load_checks
-
     for i, name in enumerate(names):
         if item_path_problem(name):
             # A check is the item's own file: a name climbing out of checks/ would run any file as its check.

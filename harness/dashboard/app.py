@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -74,8 +75,6 @@ def _status_of(exc: FleetError) -> int:
 
 def make_app(runs: str | Path, token: str | None = None, *, live_poll_s: float = 1.0) -> Starlette:
     """The app serving the results directory ``runs``; ``token``: overrides are allowed to whoever gives it."""
-    import importlib
-
     dash = Dashboard(store=Store(runs), token=token or None, live_poll_s=live_poll_s)
     routes: list[BaseRoute] = []
     for name in PAGES:

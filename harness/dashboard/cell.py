@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from harness.core.checks.result import CheckResult
 from harness.dashboard.context import Dashboard, Links
+from harness.dashboard.grading import reviewer
 from harness.dashboard.timeline import Clip, Timeline, build_timeline
 from harness.core.errors import FleetError, UnsafeStoredPath, UsageError
 from harness.core.paths import relpath_problem
@@ -397,8 +398,6 @@ def _chunks(f: BinaryIO) -> Iterator[bytes]:
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
-    from harness.dashboard.grading import reviewer
-
     links = Links()
 
     async def cell(request: Request) -> Response:

@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from harness.views.comparison import compare_sweeps
+from harness.dashboard.app import error_page
 from harness.dashboard.context import Dashboard, Links
 from harness.core.errors import FleetError, StoreError, UnsafeStoredPath, UsageError
 from harness.core.paths import name_problem, within
@@ -257,8 +258,6 @@ def _stop(o: ReplayOutcome) -> str:
 
 
 def routes(dash: Dashboard) -> list[BaseRoute]:
-    from harness.dashboard.app import error_page
-
     links = Links()
 
     async def compare(request: Request) -> Response:

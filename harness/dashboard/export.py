@@ -32,6 +32,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.store import Store
 
 from harness.dashboard.context import STATIC, Dashboard, ExportLinks, exported_file
+from harness.dashboard.sweeps import sweep_page
 
 __all__ = ["Written", "export_sweep", "MARK"]
 
@@ -83,8 +84,6 @@ def export_sweep(store: Store, sweep_id: str, out: Path) -> Written:
     _check_target(out)
     sweep = store.load_sweep(sweep_id)
     dash = Dashboard(store=store, token=None)
-    from harness.dashboard.sweeps import sweep_page
-
     cell_page = _page("cell", "cell_page")
     host_page = _page("hosts", "host_page")
     try:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.store import Store
-from harness.views.sweeplist import SweepLine, Unreadable, list_sweeps
+from harness.views.sweeplist import SweepLine, Unreadable, list_sweeps, sweep_keys
 
 __all__ = ["Listing", "TrendPoint", "Trend", "read_listing", "previous_of"]
 
@@ -77,8 +77,6 @@ def _trends(lines: list[SweepLine]) -> list[Trend]:
 
 def previous_of(store: Store, sweep_id: str, label: str, created_at: str) -> str | None:
     """The latest sweep planned before this one with the same label, or None."""
-    from harness.views.sweeplist import sweep_keys
-
     if not label:
         return None
     for key in sweep_keys(store):

@@ -17,6 +17,7 @@ from harness.views.labels import label
 from harness.grading.scale import shown_grade
 from harness.core.records import Cell
 from harness.core.sweep import SweepRecord
+from harness.dashboard.listing import previous_of
 from harness.store import Store
 from harness.views.sweeplist import shown_status
 
@@ -97,8 +98,6 @@ def _indexed_states(store: Store, sweep_id: str) -> dict[tuple[str, str, str], S
 
 
 def read_matrix(store: Store, sweep_id: str) -> Matrix:
-    from harness.dashboard.listing import previous_of
-
     sweep = store.load_sweep(sweep_id)
     previous = previous_of(store, sweep.id, sweep.label, sweep.created_at)
     status = shown_status(store, sweep)

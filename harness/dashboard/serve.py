@@ -7,16 +7,15 @@ import socket
 import sys
 from pathlib import Path
 
+import uvicorn
+
 from harness.core.errors import UsageError
+from harness.dashboard.app import make_app
 
 __all__ = ["serve"]
 
 
 def serve(runs: Path, bind: str, port: int, token: str | None) -> None:
-    import uvicorn
-
-    from harness.dashboard.app import make_app
-
     if not runs.is_dir():
         raise UsageError(f"{runs}: no results directory (run a sweep first, or give --runs)")
     # Bind first, ourselves: a taken port or a bad address is one line, not uvicorn's log and traceback.

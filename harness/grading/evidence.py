@@ -64,7 +64,9 @@ def evidence_from_attempt(folder: Path, item: Item | None, agent_kind: str = "")
     file is a ``StoreError`` naming it and the key). A folder outside any sweep (an imported session) has no
     item: its ``meta.json`` says what the deliverable is; a sweep attempt graded without its item is graded
     as a workspace item."""
-    from harness.core.transcript import OwnerReceipt, read_transcript
+    # Here, not at the top: the store loads this package for its grade files, and `fleet status` or `fleet report`
+    # reads no transcript.
+    from harness.core.transcript import OwnerReceipt, read_transcript  # lazy: 30 ms of models, to grade only
 
     meta = read_meta(folder / "meta.json")
     manifest = read_optional(folder / "workspace.manifest.json", MANIFEST_ADAPTER)

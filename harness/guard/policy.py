@@ -127,7 +127,9 @@ DEFAULT_GUARD: Final = GuardPolicy()
 
 def load_policy_file(path: Path) -> GuardPolicy:
     """Read a policy file; a bad one is one ``PolicyError`` line naming the file, the key and the problem."""
-    from harness.core.tomlfile import read_toml, validate  # the project's one TOML road: depth-limited, one line
+    # The project's one TOML road (depth-limited, one line); here, not at the top: the builtin agent's start and a
+    # replay with the shipped guard read no policy file.
+    from harness.core.tomlfile import read_toml, validate  # lazy: a policy file only (2 ms)
 
     data = read_toml(path, PolicyError)
     data.setdefault("name", path.stem)

@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
     # ``grade_folder`` pulls in the grading code and the attempt records' models (tens of ms of a start);
     # `fleet replay` reads only IMPORTERS and a format's reader, so the grader is imported when first asked for.
     if name == "grade_folder":
-        from harness.importers.folder import grade_folder
+        from harness.importers.folder import grade_folder  # lazy: the grader and records, not for `fleet replay`
 
         return grade_folder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

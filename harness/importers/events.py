@@ -126,7 +126,7 @@ def write_runs(runs: Sequence[RecordedRun], out_dir: str | os.PathLike[str]) -> 
     caller has read every run first, so bad input writes nothing."""
     # Here, not at the top: writing a folder needs the records' models and the grader, reading a session (replay,
     # the agents' normalize) does not.
-    from harness.importers.folder import write_run_folder
+    from harness.importers.folder import write_run_folder  # lazy: the grader and records, to write only
 
     out = Path(out_dir)
     return [write_run_folder(run, to_events(run), out / folder_name(run.label)) for run in runs]

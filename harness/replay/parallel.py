@@ -56,7 +56,7 @@ def _init(specs: list[PolicySpec]) -> None:
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _worker_specs = [spec.for_worker() for spec in specs]
-    import multiprocessing.util  # the parent imported it before forking: nothing is loaded here
+    import multiprocessing.util  # lazy: as in replay_all; the parent loaded it before forking
 
     # A worker that ends normally closes its guards, as the command's own process does.
     multiprocessing.util.Finalize(None, _close_worker_specs, exitpriority=10)
@@ -85,7 +85,7 @@ def replay_all(sessions: Sequence[ReplaySession], specs: Sequence[PolicySpec], j
         return out
     # Here, not at the top: a replay of a few sessions runs in this process, and multiprocessing (with pickle) is
     # a few milliseconds of its start.
-    import multiprocessing
+    import multiprocessing  # lazy: for many sessions only
 
     global _shared_sessions
     size = max(1, min(256, total // (jobs * 4)))

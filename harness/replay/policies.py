@@ -55,7 +55,7 @@ class PolicySpec:
     def guard_for(self, session: ReplaySession) -> Guard:
         if self.policy is not None:
             return SessionGuard(self.policy, session)
-        from harness.replay.external import ExternalGuard, GuardProcess
+        from harness.replay.external import ExternalGuard, GuardProcess  # lazy: an external guard only (3 ms)
 
         if self._process is None:
             self._process = GuardProcess(self.name, self.argv, None, env=self.env, cwd=self.cwd,

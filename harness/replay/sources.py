@@ -156,7 +156,7 @@ def _recorded_sha(folder: Path, name: str) -> str | None:
     """The sha256 an attempt's or an imported run's ``meta.json`` recorded for ``name`` beside it."""
     # Here, not at the top: the records' models (and the catalog and inventory they hold) cost a one-session
     # replay of a file a good part of its start, and only a sweep's or an imported folder's files need them.
-    from harness.core.records import AttemptMeta, ImportedMeta, read_meta
+    from harness.core.records import AttemptMeta, ImportedMeta, read_meta  # lazy: a sweep's or imported folder only
 
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
@@ -232,7 +232,7 @@ def _folder(root: Path, fmt: str | None) -> Iterator[Input]:
 
 
 def _sweep(store_root: Path, sweep_id: str) -> Iterator[Input]:
-    from harness.store import Store
+    from harness.store import Store  # lazy: the store (50 ms), for a sweep's attempts only
 
     store = Store(store_root)
     sweep = store.load_sweep(sweep_id)

@@ -14,12 +14,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from celery.apps.beat import Beat
 from celery.beat import PersistentScheduler
 from celery.schedules import schedule as every
 
 from harness.schedule.config import ScheduleFile, cron_fields
 from harness.schedule.cron import zoned_crontab
 from harness.core.settings import Settings
+from workers.app import TASK_FIRE_SCHEDULE, configure
 
 __all__ = ["zoned_crontab", "beat_schedule", "run_beat", "FiringScheduler"]
 
@@ -34,8 +36,6 @@ class FiringScheduler(PersistentScheduler):
 
 def beat_schedule(file: ScheduleFile, namespace: str) -> dict[str, dict[str, Any]]:
     """Celery's beat_schedule for the file: one entry per schedule, sending its definition."""
-    from workers.app import TASK_FIRE_SCHEDULE
-
     out: dict[str, dict[str, Any]] = {}
     for name, s in file.schedules.items():
         when: Any = (every(timedelta(seconds=s.every_s)) if s.every_s is not None
@@ -49,10 +49,6 @@ def beat_schedule(file: ScheduleFile, namespace: str) -> dict[str, dict[str, Any
 
 def run_beat(file: ScheduleFile, settings: Settings, state: Path, loglevel: str = "INFO") -> None:
     """Run beat in this process until it is stopped (SIGTERM, Ctrl-C)."""
-    from celery.apps.beat import Beat
-
-    from workers.app import configure
-
     app = configure(settings)
     shortest = min((s.every_s for s in file.schedules.values() if s.every_s is not None), default=None)
     app.conf.update(

@@ -12,8 +12,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from celery.schedules import crontab
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.coordinator.plan import new_sweep_id
@@ -52,8 +54,6 @@ class Notify(_Strict):
     @field_validator("webhook")
     @classmethod
     def _http(cls, v: str) -> str:
-        from urllib.parse import urlsplit
-
         if v and not v.startswith(("http://", "https://")):
             raise ValueError(f"{v!r} is not an http:// or https:// URL")
         if v:
@@ -78,8 +78,6 @@ class Notify(_Strict):
 
 def cron_fields(expr: str) -> tuple[str, str, str, str, str]:
     """The five fields of a cron expression (minute hour day-of-month month day-of-week), each checked."""
-    from celery.schedules import crontab
-
     parts = expr.split()
     if len(parts) != 5:
         raise ValueError(f"{expr!r}: a cron expression has 5 fields (minute hour day-of-month month day-of-week), "

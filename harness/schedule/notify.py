@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from typing import Callable
+from urllib.parse import urlsplit
 
 from harness.core.errors import one_line
 from harness.schedule.config import Notify
@@ -111,8 +112,6 @@ def run_command(argv: list[str], body: bytes, timeout_s: float) -> None:
 
 
 def _redacted(url: str) -> str:
-    from urllib.parse import urlsplit
-
     u = urlsplit(url)
     # A webhook URL often carries its token in the path or query: log only where it goes.
     return f"{u.scheme}://{u.hostname}{f':{u.port}' if u.port else ''}/..."

@@ -19,6 +19,8 @@ import contextlib
 import fcntl
 import logging
 import os
+import socket
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -26,13 +28,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
+from kombu import Exchange, Queue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.core.catalog import load_catalog
+from harness.coordinator.dispatch import RetryPolicy
+from harness.coordinator.verbs import Coordinator, summary_failure
 from harness.core.errors import FleetError, one_line
+from harness.core.inventory import load_inventory
 from harness.schedule.config import Schedule
+from harness.schedule.notify import notify
 from harness.schedule.summary import HarnessFailure, Regression, SweepSummary, summarize
 from harness.core.settings import Settings, redact
 from harness.store import Store, write_file
+from harness.views.comparison import compare_sweeps, sweep_rate
+from harness.views.report import write_report
+from harness.views.sweeplist import previous_sweep, shown_status
+from workers.app import TASK_FIRE_SCHEDULE, configure, control_queue
 
 __all__ = ["STATE_SCHEMA_VERSION", "ScheduleState", "Service", "state_dir"]
 
@@ -199,11 +211,6 @@ class Service:
                 os.close(held)
 
     def _one_sweep(self, state: ScheduleState) -> None:
-        from harness.core.catalog import load_catalog
-        from harness.coordinator.verbs import Coordinator
-        from harness.coordinator.dispatch import RetryPolicy
-        from harness.core.inventory import load_inventory
-
         s = state.schedule
         resumed = bool(state.sweep)
 
@@ -249,11 +256,6 @@ class Service:
 
     def _after(self, s: Schedule, sweep: Any, summary: SweepSummary) -> SweepSummary:
         """Report, compare with the previous sweep of the label, and the summary the notification carries."""
-        from harness.views.comparison import compare_sweeps, sweep_rate
-        from harness.coordinator.verbs import summary_failure
-        from harness.views.report import write_report
-        from harness.views.sweeplist import previous_sweep, shown_status
-
         update: dict[str, Any] = {"event": "finished", "sweep": sweep.id, "status": sweep.status,
                                   "rate": sweep_rate(sweep)}
         if s.after.report:
@@ -285,8 +287,6 @@ class Service:
         return summary.model_copy(update=update)
 
     def _notify(self, s: Schedule, summary: SweepSummary) -> None:
-        from harness.schedule.notify import notify
-
         if not (s.notify.webhook or s.notify.command):
             return
         try:
@@ -297,8 +297,6 @@ class Service:
     # -- the control queue -----------------------------------------------------------------------------
     def handle(self, body: Any, message: Any) -> None:
         """One message from the control queue: a Celery task message of ``fleet.fire_schedule``."""
-        from workers.app import TASK_FIRE_SCHEDULE
-
         try:
             task = (message.headers or {}).get("task")
             kwargs = body[1] if isinstance(body, (list, tuple)) and len(body) > 1 else {}
@@ -316,12 +314,6 @@ class Service:
 
     def serve(self, stop: threading.Event | None = None) -> None:
         """Consume the control queue until ``stop`` is set (or a KeyboardInterrupt, i.e. SIGTERM / Ctrl-C)."""
-        import socket
-
-        from kombu import Exchange, Queue
-
-        from workers.app import configure, control_queue
-
         app = configure(self.settings)
         name = control_queue(self.settings.namespace)
         queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
@@ -355,8 +347,6 @@ class Service:
 
 def line_logger(log_file: Path | None = None) -> Callable[[str], None]:
     """The service's log: one timestamped line per event on stderr (journald keeps it), and in ``log_file``."""
-    import sys
-
     lock = threading.Lock()
 
     def say(text: str) -> None:

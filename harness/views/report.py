@@ -19,12 +19,13 @@ from xml.etree import ElementTree as ET
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.checks.result import CheckStatus, failure_message
-from harness.core.errors import one_line
+from harness.core.errors import FleetError, one_line
 from harness.core.failures import classify
 from harness.grading.model import Grade, StopRecord
 from harness.grading.scale import AGENT_FAILURES, PassRate, pass_rate
 from harness.grading.gradefiles import latest_override
 from harness.grading.override import GradeOverride
+from harness.core.inventory import load_inventory
 from harness.core.recordfile import read_optional
 from harness.core.records import AttemptMeta, AttemptStatus, read_meta
 from harness.core.sweep import SweepRecord
@@ -185,9 +186,6 @@ class Results(BaseModel):
 def _servers_from_inventory(sweep: SweepRecord) -> dict[str, str]:
     """model.server per host from the sweep's inventory file, for sweeps planned before sweep.json kept it, and only
     while the file is the one the sweep was planned from (same sha256): a changed file may say another server."""
-    from harness.core.errors import FleetError
-    from harness.core.inventory import load_inventory
-
     if not sweep.inventory_sha256:
         return {}
     try:

@@ -110,14 +110,14 @@ class HermesAdapter(AgentAdapter):
         return [CONFIG, DB, f"{DB}-wal", FINAL, USAGE, f"{HERMES_HOME}/logs/"]
 
     def _session(self, collected: dict[str, bytes]):
-        from harness.importers.hermes import read_attempt
+        from harness.importers.hermes import read_attempt  # lazy: this agent only (50 ms)
 
         if DB not in collected:
             return None
         return read_attempt(collected, DB, collected.get(FINAL), collected.get(USAGE))
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        from harness.importers.events import to_events, transcript_bytes
+        from harness.importers.events import to_events, transcript_bytes  # lazy: this agent only (50 ms)
 
         session = self._session(collected)
         return None if session is None else transcript_bytes(to_events(session))
@@ -128,7 +128,7 @@ class HermesAdapter(AgentAdapter):
 
     def infrastructure_failure(self, exit_code: int | None, files: dict[str, bytes]) -> str | None:
         """The final output says the model endpoint failed after Hermes' retries (the store has no trace of it)."""
-        from harness.importers.hermes import endpoint_failure
+        from harness.importers.hermes import endpoint_failure  # lazy: this agent only (50 ms)
 
         try:
             report = json.loads(files.get(USAGE) or b"{}")

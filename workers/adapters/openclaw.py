@@ -113,7 +113,7 @@ class OpenClawAdapter(AgentAdapter):
 
     def _run(self, collected: dict[str, bytes]) -> RecordedRun | None:
         """The run from the collected state directory; None when OpenClaw left no session store."""
-        from harness.importers.openclaw_sqlite import DATABASE_NAME, read_database
+        from harness.importers.openclaw_sqlite import DATABASE_NAME, read_database  # lazy: this agent only (50 ms)
 
         names = sorted(n for n in collected if n.startswith(f"{STATE_DIR}/") and n.endswith(f"/{DATABASE_NAME}"))
         if not names:
@@ -134,7 +134,7 @@ class OpenClawAdapter(AgentAdapter):
         return runs[0]
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        from harness.importers.events import to_events, transcript_bytes
+        from harness.importers.events import to_events, transcript_bytes  # lazy: this agent only (50 ms)
 
         run = self._run(collected)
         return None if run is None else transcript_bytes(to_events(run))

@@ -95,7 +95,7 @@ class OpenCodeAdapter(AgentAdapter):
         return [CONFIG, DB, f"{DB}-wal", f"{STATE}/data/opencode/log/"]
 
     def _session(self, collected: dict[str, bytes]):
-        from harness.importers.opencode import read_store, root_sessions
+        from harness.importers.opencode import read_store, root_sessions  # lazy: this agent only (50 ms)
 
         if DB not in collected:
             return None
@@ -108,14 +108,14 @@ class OpenCodeAdapter(AgentAdapter):
         return session
 
     def normalize(self, collected: dict[str, bytes]) -> bytes | None:
-        from harness.importers.events import to_events, transcript_bytes
+        from harness.importers.events import to_events, transcript_bytes  # lazy: this agent only (50 ms)
 
         session = self._session(collected)
         return None if session is None else transcript_bytes(to_events(session))
 
     def answer(self, stdout: bytes, answer_file: bytes | None) -> bytes:
         """The model's last reply as ``opencode run`` printed it (the text of its last step with text)."""
-        from harness.importers.opencode import final_text_of_stream
+        from harness.importers.opencode import final_text_of_stream  # lazy: this agent only (50 ms)
 
         if answer_file is not None:
             return answer_file

@@ -206,7 +206,7 @@ def run_web_check(
     if exe is None:
         return _result(spec, [], t0, status="untested", summary=f"untested: {how}")
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401  # lazy: a host without playwright says untested
     except ImportError:
         return _result(spec, [], t0, status="untested",
                        summary="untested: the Python package 'playwright' is not installed (pip install playwright)")
@@ -226,8 +226,8 @@ def run_web_check(
 
 def _run_browser(root: Path, rel: str, spec: WebCheckSpec, timeout_s: float, exe: str, t0: float,
                  note: str = "") -> CheckResult:
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import Error as PlaywrightError  # lazy: only some hosts have playwright
+    from playwright.sync_api import sync_playwright  # lazy: only some hosts have playwright
 
     deadline = t0 + timeout_s
 
@@ -292,7 +292,7 @@ def _first_line(e: BaseException) -> str:
 
 
 def _check_page(page, url, rel, spec, details, left_ms, console_errors, blocked, note="") -> None:
-    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import Error as PlaywrightError  # lazy: only some hosts have playwright
 
     try:
         resp = page.goto(url, wait_until="load", timeout=left_ms())
@@ -415,7 +415,7 @@ def _click_target(page, sel: str):
 
 
 def _check_interaction(page, it: WebInteraction, left_ms) -> AssertionResult:
-    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import Error as PlaywrightError  # lazy: only some hosts have playwright
 
     name = "interaction"
     if _any_visible(page, it.reveals):
