@@ -4,13 +4,13 @@ Each benchmark is its own script (bench/README.md says what it measures and besi
 this runs them in turn as separate processes, so one's memory and threads never weigh on the next, records their
 figures in ``bench/results.json`` (``--json``), and ends with a table of each one's exit status and wall time, then
 the table of issue 14's goals, each figure beside its floor or baseline (``bench/goals.py``). Benchmarks are never tests: run this by hand, on a quiet machine, after a change that may move a
-figure, and copy the figures into the README.
+figure, and copy the figures into bench/README.md.
 
     python -m bench                 # everything (about 10 minutes on the 2-core development machine, 4 of them the
                                     # 10,000-cell sweep of bench_scale; a minute and a half more the first time,
                                     # when bench_commands builds the sweeps it then keeps, see CACHED)
     python -m bench --only ssh,gap  # some of them
-    python -m bench --quick         # smaller sizes, for a first look (the README's figures use the defaults)
+    python -m bench --quick         # smaller sizes, for a first look (bench/README.md's figures use the defaults)
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def cache_dir(name: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help=f"comma-separated names: {', '.join(BENCHES)}")
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (figures not for the README)")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (figures not for bench/README.md)")
     ap.add_argument("--json", default=str(RESULTS), help="where the figures go (default: bench/results.json)")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHES)

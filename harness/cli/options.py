@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from harness.store import Store
 
 __all__ = ["common_runs", "common_broker", "common_inventory", "common_log_file", "common_verbose",
+           "common_fail_on", "common_sweep_json", "recorded_inventory",
            "common_no_worker_timeout", "common_model_port", "max_attempts_option", "csv_names", "listed",
            "resolve_settings", "open_store"]
 
@@ -40,6 +41,15 @@ common_no_worker_timeout = click.option(
          "seconds (default: $FLEET_NO_WORKER_TIMEOUT, else wait for one, warning every 30 s).")
 
 
+common_fail_on = click.option(
+    "--fail-on", "fail_on", default=None, metavar="GRADES",
+    help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
+common_sweep_json = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print one JSON object: {schema_version, sweep, path, status, cells} (docs/commands.md).")
+recorded_inventory = click.option(
+    "--inventory", "-i", default=None,
+    help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
 common_model_port = click.option(
     "--model-port", "model_port", default=None, metavar="PORT",
     help="Serve the scripted model (the embedded default's) on PORT instead of the inventory's base_url port; "

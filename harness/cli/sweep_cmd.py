@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from harness.cli.console import console, err_console, print_json, warn
-from harness.cli.options import (common_broker, common_inventory, common_log_file, common_model_port,
-                                 common_no_worker_timeout, common_runs, common_verbose, csv_names, listed,
-                                 max_attempts_option, open_store, resolve_settings)
+from harness.cli.options import (common_broker, common_fail_on, common_inventory, common_log_file, common_model_port,
+                                 common_no_worker_timeout, common_runs, common_sweep_json, common_verbose, csv_names,
+                                 listed, max_attempts_option, open_store, recorded_inventory, resolve_settings)
 from harness.core.errors import GradeGate, NothingMeasured, UsageError, one_line
 
 if TYPE_CHECKING:
@@ -157,8 +157,7 @@ def print_sweep(sweep: "SweepRecord", store: "Store", as_json: bool) -> None:
 @click.option("--label", default="", help="Label in the sweep id, e.g. main-d4a61f33.")
 @click.option("--prompts", default=None, help="Prompts directory (default: the bundled prompts/).")
 @max_attempts_option("Attempts per cell when the harness fails.")
-@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
-              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
+@common_fail_on
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--dry-run", "dry_run", is_flag=True,
               help="Read the inventory and the prompts, print the planned cells, and stop: nothing is dispatched or stored.")
@@ -215,12 +214,10 @@ def sweep(inventory, hosts, items, round_name, agents, repeat, label, prompts, m
 @click.option("--agents", default=None, help="With --host: only these agents' cells, e.g. builtin,openclaw.")
 @click.option("--agent", default=None, help="With HOST ITEM: which agent's cell, when the sweep has several.")
 @click.option("--rep", type=int, default=None, help="With HOST ITEM: which repetition, when the sweep has several.")
-@click.option("--inventory", "-i", default=None,
-              help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
+@recorded_inventory
 @max_attempts_option("Attempts for each cell when the harness fails.")
-@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
-              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
+@common_fail_on
+@common_sweep_json
 @common_runs
 @common_broker
 @common_verbose
@@ -272,14 +269,12 @@ def rerun(host, item, sweep_id, host_opt, items, agents, agent, rep, inventory, 
 
 @click.command()
 @click.argument("sweep_id")
-@click.option("--inventory", "-i", default=None,
-              help="Inventory TOML (default: the one the sweep recorded, by absolute path; a change since is warned about).")
+@recorded_inventory
 @max_attempts_option("Attempts per cell on harness failures, counting those the cell already used.")
 @click.option("--retry-exhausted", is_flag=True,
               help="Also run cells that used all their attempts, with a fresh budget of --max-attempts.")
-@click.option("--fail-on", "fail_on", default=None, metavar="GRADES",
-              help="Exit 4 when a cell's grade is one of these, e.g. HARNESS_FAILURE,PARTIAL,NOTHING (for CI gating).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
+@common_fail_on
+@common_sweep_json
 @common_runs
 @common_broker
 @common_verbose
@@ -334,7 +329,7 @@ def _inventory_for(rec: "SweepRecord", override: str | None) -> "Inventory":
 
 @click.command()
 @click.argument("sweep_id", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: {schema_version, sweep, path, status, cells} (README).")
+@common_sweep_json
 @common_runs
 def status(sweep_id, as_json, runs) -> None:
     """A sweep's state and table (the latest sweep if no id is given).

@@ -5,7 +5,7 @@ One version for them all, ``CLI_JSON_SCHEMA_VERSION``; the records printed whole
 terminal (progress.py's table, labels.py) because these objects are a contract with scripts and CI jobs: keys are
 only ever added, and a change of meaning gets a new version.
 
-- ``sweep_json``: ``fleet sweep``, ``rerun``, ``resume``, ``status`` and ``grade`` with ``--json`` (README);
+- ``sweep_json``: ``fleet sweep``, ``rerun``, ``resume``, ``status`` and ``grade`` with ``--json`` (docs/commands.md);
 - ``plan_json``: ``fleet sweep --dry-run --json``;
 - ``settings_json``: ``fleet settings --json`` (docs/settings.md);
 - ``hosts_check_json``: ``fleet hosts check --json`` (docs/inventory.md, Checking the hosts).

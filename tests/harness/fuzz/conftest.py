@@ -1,4 +1,4 @@
-"""Prints how many mutated inputs the fuzz tests tried (the README's fault-test figure)."""
+"""Prints how many mutated inputs the fuzz tests tried (the fault-test figure in docs/faults.md)."""
 
 from __future__ import annotations
 
