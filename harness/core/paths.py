@@ -10,8 +10,9 @@ rule                   accepts                                              aske
 =====================  ===================================================  ======================================
 ``name_problem``       one name: not empty, not ``.`` or ``..``, no ``/``,  the store's ids (a cell's host, item
                        no ``\\``, no NUL. The backslash too: a name is a    and agent; a sweep's id, not hidden
-                       folder, a part of a URL (a browser reads ``\\`` as   either); a replay's name (dashboard)
-                       ``/``) and a file of an export
+                       folder, a part of a URL (a browser reads ``\\`` as   either, its backslash allowed: the
+                       ``/``) and a file of an export                       store always read such folders); a
+                                                                            replay's name (dashboard)
 ``relpath_problem``    a *stored path*: relative POSIX, made only of real   artifact names (the store's writer), a
                        names (no empty part, no ``.``, no ``..``), no NUL;  cell id's folder (``Store.attempt_dir``),
                        a backslash is an ordinary character. What is kept   a stored file in a URL (dashboard), a
@@ -57,14 +58,15 @@ __all__ = ["name_problem", "relpath_problem", "item_path_problem", "climbs", "na
            "under"]
 
 
-def name_problem(name: str) -> str:
+def name_problem(name: str, *, backslash: bool = False) -> str:
     """Why ``name`` cannot be one part of a path ('' when it can): in the words ``fleet`` prints after the file and
-    the key of a crafted store."""
+    the key of a crafted store. ``backslash``: a backslash is an ordinary character (a sweep's folder: the store
+    always read those, and `fleet sweep` makes none)."""
     if not name:
         return "is empty"
     if name in (".", ".."):
         return f"{name!r} names a folder above or at itself"
-    if "/" in name or "\\" in name:
+    if "/" in name or (not backslash and "\\" in name):
         return f"{name!r} holds a path separator"
     if "\x00" in name:
         return f"{name!r} holds a NUL byte"

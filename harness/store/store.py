@@ -55,8 +55,10 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------------
     def sweep_dir(self, sweep_id: str) -> Path:
-        # One name (harness.core.paths), and not hidden: .trash and .prune.lock are the store's own.
-        if name_problem(sweep_id) or sweep_id.startswith("."):
+        # One name (harness.core.paths), and not hidden: .trash and .prune.lock are the store's own. A backslash is
+        # an ordinary character here, as it always was: `fleet sweep` makes no such id, but a folder renamed by hand
+        # is read.
+        if name_problem(sweep_id, backslash=True) or sweep_id.startswith("."):
             raise UsageError(f"bad sweep id {sweep_id!r}")
         return self.root / sweep_id
 
