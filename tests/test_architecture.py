@@ -115,18 +115,43 @@ def _literals(tree: ast.AST) -> list[ast.AST]:
     return [n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List, ast.Set))]
 
 
+GRADE_TABLES = {
+    # A per-grade display table: each grade's colour or class (every grade has one, so a new grade fails here).
+    "harness/views/labels.py": "STYLES",
+    "harness/dashboard/context.py": "GRADE_CLASS",
+}
+"""The only dicts outside harness/grading/ keyed by grade names, each naming every grade."""
+
+
 def test_the_grade_order_is_written_only_in_grading() -> None:
     # A sequence of two or more grade names outside harness/grading/ is the order (or the list of grades) written a
-    # second time: it must come from harness.grading.scale.GRADE_ORDER.
+    # second time: it must come from harness.grading.scale.GRADE_ORDER. So is a dict keyed by them, but for the
+    # per-grade display tables above; and a list of them in a template.
     names = set(GRADE_ORDER)
     found = []
     for p in _modules():
         if p.is_relative_to(REPO / "harness" / "grading"):
             continue
-        for node in _literals(ast.parse(p.read_text())):
+        rel = str(p.relative_to(REPO))
+        tree = ast.parse(p.read_text())
+        for node in _literals(tree):
             words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             if len(names.intersection(words)) >= 2:
-                found.append(f"{p.relative_to(REPO)}:{node.lineno}")
+                found.append(f"{rel}:{node.lineno}")
+        for assign in ast.walk(tree):
+            if not (isinstance(assign, (ast.Assign, ast.AnnAssign)) and isinstance(assign.value, ast.Dict)):
+                continue
+            keys = {k.value for k in assign.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if len(names & keys) < 2:
+                continue
+            target = assign.targets[0] if isinstance(assign, ast.Assign) else assign.target
+            name = target.id if isinstance(target, ast.Name) else ""
+            if GRADE_TABLES.get(rel) != name or not names <= keys:
+                found.append(f"{rel}:{assign.lineno}")
+    for page in sorted((REPO / "harness").rglob("*.html")) + sorted((REPO / "harness").rglob("*.js")):
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if sum(f"'{g}'" in line or f'"{g}"' in line for g in names) >= 2:
+                found.append(f"{page.relative_to(REPO)}:{n}")
     assert found == []
 
 

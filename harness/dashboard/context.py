@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from harness.grading.scale import GRADE_ORDER
 from harness.store import Store
 
 __all__ = ["Dashboard", "Links", "ExportLinks", "TEMPLATES", "STATIC", "quote_path", "duration", "GRADE_CLASS",
@@ -176,6 +177,7 @@ def _environment() -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["grade_class"] = lambda g: GRADE_CLASS.get(g or "", "g-none")
     env.filters["pct"] = lambda r: "-" if r is None else f"{100 * r:.0f} %"
+    env.globals["grades"] = GRADE_ORDER  # the grade filter and the override form list the grades in their one order
     return env
 
 
