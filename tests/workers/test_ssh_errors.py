@@ -128,3 +128,40 @@ def test_what_the_table_does_not_name_passes_through_as_it_is() -> None:
         for exc in (ValueError("not the link's"), HostKeyMismatch("the pin policy's", host="tower1"),
                     HostUnreachable("a reconnect's", host="tower1"), KeyboardInterrupt()):
             assert _raise_in(_link(cut=True), _During(step, "/w/f"), _deadline(False), exc) is exc
+
+
+class _Counting(_Standing):
+    """A standing connection that counts how often it is dropped."""
+
+    def __init__(self, host: Host) -> None:
+        super().__init__(host)
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+# (step, the library's error, the connection cut?) -> dropped? What the transport always did: a transfer that stalled
+# or a link that died drops the connection (the next operation connects again); the host refusing a file over a
+# connection that stands keeps it.
+DROPS = [
+    ("upload", TimeoutError("stalled"), False, True),
+    ("download", TimeoutError("stalled"), False, True),
+    ("command", EOFError("gone"), False, True),
+    ("command", OSError("reset"), False, True),
+    ("upload", paramiko.SSHException("channel closed"), False, True),
+    ("download", FileNotFoundError(2, "no such file"), True, True),
+    ("upload", PermissionError(13, "denied"), False, False),
+    ("download", OSError(28, "no space"), False, False),
+]
+
+
+@pytest.mark.parametrize(("step", "exc", "cut", "dropped"), DROPS, ids=lambda v: str(v)[:20])
+def test_a_dead_or_stalled_link_is_dropped_and_a_refused_file_keeps_it(step: Step, exc: BaseException, cut: bool,
+                                                                         dropped: bool) -> None:
+    link = _Counting(HOST)
+    if cut:
+        link.alive = False
+    raised = _raise_in(link, _During(step, "/w/f"), _deadline(expired=False), exc)
+    assert isinstance(raised, HostLost)
+    assert link.closed == (1 if dropped else 0)
