@@ -27,6 +27,8 @@ rule                   accepts                                              aske
 ``real_inside``        a *workspace path*: it may pass through a symbolic   ``Store.inside`` (the dashboard's
                        link, if, every link followed, it ends inside        files too), a web check's page, the
                        ``root``                                             agent's tools
+``relative_inside``    an absolute path inside ``root``, shown from it      the importers' tool paths (Hermes,
+                       (normalized); None when it lies outside              OpenCode)
 ``under``              a path as written, not normalized, that is           a test command's absolute targets (the
                        ``folder`` or below it, by its text                  guard's receipt)
 =====================  ===================================================  ======================================
@@ -52,10 +54,11 @@ file system.
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path, PurePath
 
 __all__ = ["name_problem", "relpath_problem", "item_path_problem", "climbs", "names_home", "within", "real_inside",
-           "under"]
+           "relative_inside", "under"]
 
 
 def name_problem(name: str, *, backslash: bool = False) -> str:
@@ -121,6 +124,14 @@ def real_inside(path: Path, root: Path) -> tuple[Path, bool]:
     ``OSError`` or ``RuntimeError`` of ``resolve``, for the caller to say."""
     real = path.resolve()
     return real, within(real, root)
+
+
+def relative_inside(path: str, root: str) -> str | None:
+    """An absolute ``path`` as seen from ``root`` (normalized, ``.`` for ``root`` itself) when it lies inside
+    ``root``, else None: how an importer shows a tool's path in the transcript, relative to the workspace when it is
+    in it."""
+    rel = posixpath.relpath(path, root)
+    return None if climbs(rel) else rel
 
 
 def under(path: str, folder: str) -> bool:

@@ -46,6 +46,7 @@ from harness.importers.recorded import (
     closing_stop,
     settle_by_flags,
 )
+from harness.core.paths import relative_inside
 from harness.core.transcript import ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_attempt", "import_to_folder", "endpoint_failure"]
@@ -175,8 +176,8 @@ def _relative(path: str, workspace: str) -> str:
     if workspace and not posixpath.isabs(path):
         return posixpath.normpath(path)
     if workspace:
-        rel = posixpath.relpath(path, workspace)
-        return path if rel == ".." or rel.startswith("../") else rel
+        rel = relative_inside(path, workspace)
+        return path if rel is None else rel
     return path
 
 

@@ -39,6 +39,7 @@ from harness.importers.recorded import (
     closing_stop,
     settle_by_flags,
 )
+from harness.core.paths import relative_inside
 from harness.core.transcript import GuardDecision, ModelError, ToolCallRecord, Usage
 
 __all__ = ["FORMAT", "AGENT", "read_sessions", "read_store", "import_to_folder", "final_text_of_stream",
@@ -240,8 +241,8 @@ def _ms(value: object) -> float | None:
 
 def _relative(path: str, workspace: str) -> str:
     if workspace and posixpath.isabs(path):
-        rel = posixpath.relpath(path, workspace)
-        return path if rel == ".." or rel.startswith("../") else rel
+        rel = relative_inside(path, workspace)
+        return path if rel is None else rel
     return posixpath.normpath(path)
 
 

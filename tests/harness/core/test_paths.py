@@ -179,13 +179,21 @@ _OWN_COPIES = ("harness/core/paths.py", "workers/host/clean.py", "workers/host/l
 
 
 def _dotdot_checks(tree: ast.AST) -> list[int]:
-    """Lines that test for a '..' by hand: ``".." in x``, ``".." not in x``, ``x in (".", "..")``."""
+    """Lines that test for a '..' by hand: ``".." in x``, ``".." not in x``, ``x in (".", "..")``, ``x == ".."``,
+    ``x.startswith("../")``."""
     lines = []
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("startswith", "endswith") and node.args
+                and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).strip("/") == ".."):
+            lines.append(node.lineno)
         if not isinstance(node, ast.Compare):
             continue
         left = node.left
         for op, right in zip(node.ops, node.comparators):
+            if isinstance(op, (ast.Eq, ast.NotEq)) and any(
+                    isinstance(side, ast.Constant) and side.value == ".." for side in (left, right)):
+                lines.append(node.lineno)
             if isinstance(op, (ast.In, ast.NotIn)):
                 literal = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else []
                 if (isinstance(left, ast.Constant) and left.value == "..") or any(
@@ -211,5 +219,14 @@ def test_no_path_check_of_its_own_outside_the_rules() -> None:
 
 
 def test_the_scan_sees_each_form_of_the_check() -> None:
-    code = 'a = ".." in p\nb = ".." not in p.parts\nc = x in (".", "..")\nd = x in {"", ".."}\ne = x == ".."\n'
-    assert _dotdot_checks(ast.parse(code)) == [1, 2, 3, 4]
+    code = ('a = ".." in p\nb = ".." not in p.parts\nc = x in (".", "..")\nd = x in {"", ".."}\ne = x == ".."\n'
+            'f = p.startswith("../")\ng = x != "x"\n')
+    assert _dotdot_checks(ast.parse(code)) == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(("path", "shown"), [("/ws/a.py", "a.py"), ("/ws/sub/../b.py", "b.py"), ("/ws", "."),
+                                             ("/wsx/a.py", None), ("/etc/passwd", None), ("/ws/../ws2/a", None)])
+def test_an_absolute_path_is_shown_from_the_workspace_only_inside_it(path: str, shown: str | None) -> None:
+    from harness.core.paths import relative_inside
+
+    assert relative_inside(path, "/ws") == shown
