@@ -52,6 +52,12 @@ def lazy_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def module_lookups(tree: ast.Module) -> list[ast.Call]:
+    """``importlib.import_module(...)`` calls: an import by name, lazy wherever it stands."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "import_module"]
+
+
 def lazy_marks(source: str) -> dict[int, str]:
     """Line -> the reason of its ``# lazy:`` comment (empty when none is given)."""
     marks: dict[int, str] = {}
@@ -69,7 +75,7 @@ def scan(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]], lis
     marks = lazy_marks(source)
     unmarked: list[tuple[int, str]] = []
     kept: list[tuple[int, str]] = []
-    for node in lazy_imports(tree):
+    for node in [*lazy_imports(tree), *module_lookups(tree)]:
         text = lines[node.lineno - 1].strip()
         (kept if node.lineno in marks else unmarked).append((node.lineno, text))
     on_imports = {line for line, _ in kept}
@@ -140,3 +146,13 @@ x = 1  # lazy: not an import
     assert [text for _, text in unmarked] == ["import os"]
     assert [line for line, _ in kept] == [9, 10, 15, 18]
     assert [text for _, text in bad] == ["import shutil  # lazy:", "x = 1  # lazy: not an import"]
+
+
+def test_an_import_by_name_is_a_lazy_import_too() -> None:
+    source = ('import importlib\n'
+              'def f(name):\n'
+              '    return importlib.import_module(name)\n'
+              'def g(name):\n'
+              '    return importlib.import_module(name)  # lazy: a plug-in by its name\n')
+    unmarked, kept, bad = scan(source)
+    assert [line for line, _ in unmarked] == [3] and [line for line, _ in kept] == [5] and bad == []

@@ -79,7 +79,7 @@ def make_app(runs: str | Path, token: str | None = None, *, live_poll_s: float =
     routes: list[BaseRoute] = []
     for name in PAGES:
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(name)  # lazy: the pages by name, each mounting its own routes
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise

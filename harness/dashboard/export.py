@@ -49,7 +49,7 @@ class Written:
 def _page(module: str, name: str) -> Callable[..., str] | None:
     """A page module's render function, if that page exists in this build."""
     try:
-        return getattr(importlib.import_module(f"harness.dashboard.{module}"), name, None)
+        return getattr(importlib.import_module(f"harness.dashboard.{module}"), name, None)  # lazy: a page by its name
     except ModuleNotFoundError:
         return None
 

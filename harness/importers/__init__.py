@@ -42,7 +42,7 @@ def importer(name: str) -> Importer:
     """The importer of format ``name``; an unknown name is a ``UsageError`` listing the known ones."""
     if name not in IMPORTERS:
         raise UsageError(f"unknown import format {name!r}: expected one of {', '.join(sorted(IMPORTERS))}")
-    return cast(Importer, importlib.import_module(IMPORTERS[name]))
+    return cast(Importer, importlib.import_module(IMPORTERS[name]))  # lazy: one format's reader, not all five
 
 
 def __getattr__(name: str) -> Any:
