@@ -118,6 +118,7 @@ def embedded_worker(app: Celery, queues: list[str], concurrency: int, lock_dir: 
     while not worker.ready.wait(0.2) and thread.is_alive() and time.monotonic() < deadline:
         pass
     if not worker.ready.is_set() or errors:
+        _set_task_join_will_block(joins_blocked)
         raise DispatchError(f"the embedded worker did not start: {errors[0] if errors else 'timed out'}")
     try:
         yield worker
